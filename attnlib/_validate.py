@@ -1,0 +1,160 @@
+"""Shape and dtype checks shared by the PyTorch and the NumPy backends.
+
+Everything here works on plain Python tuples and flags, never on tensors, so
+that `attnlib.attention` and `attnlib.numpy` raise the very same errors with the
+very same messages without either backend importing the other.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Sequence
+
+Shape = tuple[int, ...]
+
+
+def as_shape(shape: Iterable[int]) -> Shape:
+    """Turn a `torch.Size`, a NumPy shape or any iterable of ints into a plain tuple.
+
+    A plain tuple prints as `(2, 3)`, which is what every error message shows.
+    """
+    return tuple(int(n) for n in shape)
+
+
+def broadcast_shapes(*shapes: Sequence[int], what: str = "shapes") -> Shape:
+    """NumPy/PyTorch broadcasting of `shapes`; raises ValueError naming them if impossible."""
+    shapes = tuple(as_shape(s) for s in shapes)
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(-ndim, 0):
+        sizes = {s[axis] for s in shapes if len(s) >= -axis and s[axis] != 1}
+        if len(sizes) > 1:
+            listed = ", ".join(str(s) for s in shapes)
+            raise ValueError(
+                f"{what} {listed} do not broadcast (axis {axis} has sizes {sorted(sizes)})"
+            )
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def check_floating(fn: str, named: Sequence[tuple[str, str, bool]]) -> None:
+    """Inputs must all be floating point and share one dtype.
+
+    `named` holds `(name, dtype_name, is_floating)` for each input; the backend
+    decides what "floating" means for its own dtypes.
+    """
+    for name, dtype, is_float in named:
+        if not is_float:
+            raise TypeError(f"{fn}: {name} must be a floating point array, got dtype {dtype}")
+    dtypes = {dtype for _, dtype, _ in named}
+    if len(dtypes) > 1:
+        listed = ", ".join(f"{name} {dtype}" for name, dtype, _ in named)
+        raise ValueError(f"{fn}: inputs must share one dtype, got {listed}")
+
+
+def check_min_rank(fn: str, name: str, shape: Sequence[int], rank: int = 2) -> None:
+    """`name` must have at least `rank` dimensions, e.g. (..., L, E)."""
+    shape = as_shape(shape)
+    if len(shape) < rank:
+        raise ValueError(
+            f"{fn}: {name} must have at least {rank} dimensions (..., seq, dim), got shape {shape}"
+        )
+
+
+def check_query_key(fn: str, q_shape: Sequence[int], k_shape: Sequence[int]) -> Shape:
+    """Check query (..., L, E) against key (..., S, E); return the broadcast batch shape."""
+    q_shape, k_shape = as_shape(q_shape), as_shape(k_shape)
+    check_min_rank(fn, "query", q_shape)
+    check_min_rank(fn, "key", k_shape)
+    if q_shape[-1] != k_shape[-1]:
+        raise ValueError(
+            f"{fn}: query {q_shape} and key {k_shape} must have the same last dimension E "
+            f"({q_shape[-1]} != {k_shape[-1]})"
+        )
+    return broadcast_batch(fn, query=q_shape, key=k_shape)
+
+
+def broadcast_batch(fn: str, **shapes: Sequence[int]) -> Shape:
+    """Broadcast the leading (batch) dimensions of several (..., seq, dim) shapes."""
+    shapes = {name: as_shape(s) for name, s in shapes.items()}
+    try:
+        return broadcast_shapes(*(s[:-2] for s in shapes.values()))
+    except ValueError:
+        listed = ", ".join(f"{name} {s}" for name, s in shapes.items())
+        raise ValueError(f"{fn}: leading (batch) dimensions do not broadcast: {listed}") from None
+
+
+def check_attention(
+    fn: str,
+    q_shape: Sequence[int],
+    k_shape: Sequence[int],
+    v_shape: Sequence[int],
+    mask_shape: Sequence[int] | None = None,
+) -> tuple[Shape, int, int]:
+    """Validate scaled dot-product attention shapes.
+
+    query (..., L, E), key (..., S, E), value (..., S, Ev), mask broadcastable to
+    (..., L, S). Returns `(batch_shape, L, S)`.
+    """
+    q_shape, k_shape, v_shape = as_shape(q_shape), as_shape(k_shape), as_shape(v_shape)
+    check_min_rank(fn, "query", q_shape)
+    check_min_rank(fn, "key", k_shape)
+    check_min_rank(fn, "value", v_shape)
+    if q_shape[-1] != k_shape[-1]:
+        raise ValueError(
+            f"{fn}: query {q_shape} and key {k_shape} must have the same last dimension E "
+            f"({q_shape[-1]} != {k_shape[-1]})"
+        )
+    if k_shape[-2] != v_shape[-2]:
+        raise ValueError(
+            f"{fn}: key {k_shape} and value {v_shape} must have the same sequence length S "
+            f"({k_shape[-2]} != {v_shape[-2]})"
+        )
+    batch = broadcast_batch(fn, query=q_shape, key=k_shape, value=v_shape)
+    L, S = q_shape[-2], k_shape[-2]
+    if mask_shape is not None:
+        check_mask(fn, "attn_mask", mask_shape, batch + (L, S))
+    return batch, L, S
+
+
+def check_mask(fn: str, name: str, mask_shape: Sequence[int], target: Sequence[int]) -> None:
+    """`mask_shape` must broadcast *to* `target` (it may not enlarge the result)."""
+    mask_shape, target = as_shape(mask_shape), as_shape(target)
+    ok = len(mask_shape) <= len(target) and all(
+        m in (1, t) for m, t in zip(mask_shape[::-1], target[::-1], strict=False)
+    )
+    if not ok:
+        raise ValueError(f"{fn}: {name} of shape {mask_shape} does not broadcast to {target}")
+
+
+def check_length(fn: str, name: str, value: object) -> int:
+    """A sequence length must be a non-negative Python/NumPy integer (bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{fn}: {name} must be a non-negative integer, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{fn}: {name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def check_lengths(
+    fn: str, lengths: Sequence[object], max_len: object = None
+) -> tuple[list[int], int]:
+    """Validate per-sequence lengths; return `(lengths as ints, max_len)`.
+
+    Raises ValueError naming the offending values: non-integers, negatives, or
+    lengths larger than `max_len`.
+    """
+    bad = [v for v in lengths if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
+    if bad:
+        raise ValueError(f"{fn}: lengths must be integers, got non-integer values {bad}")
+    ints = [int(v) for v in lengths]
+    negative = [v for v in ints if v < 0]
+    if negative:
+        raise ValueError(f"{fn}: lengths must be non-negative, got {negative}")
+    if max_len is None:
+        max_len = max(ints, default=0)
+    max_len = check_length(fn, "max_len", max_len)
+    too_long = [v for v in ints if v > max_len]
+    if too_long:
+        raise ValueError(f"{fn}: lengths {too_long} exceed max_len={max_len}")
+    return ints, max_len
