@@ -1,0 +1,252 @@
+"""The exercise format: generation from the solutions, registry, checks and feedback."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from attnlib import assign
+from attnlib.checks import Case, Exercise, Misconception, all_exercises, evaluate
+from attnlib.checks.core import compare_outputs, to_arrays
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
+CHECK_CALL = re.compile(r'check\(\s*"(ex-\d{2}-\d+)"\s*,\s*([A-Za-z_]\w*)\s*\)')
+
+
+def _ids():
+    return [p.stem for p in SOLUTIONS]
+
+
+# ----------------------------------------------------------------- notebooks in the repository
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=_ids())
+def test_committed_exercise_matches_generator(solution):
+    target = ROOT / "exercises" / solution.name
+    assert target.exists(), f"{target.name} missing: run python -m attnlib.assign"
+    assert target.read_text(encoding="utf-8") == assign.render(solution), (
+        f"exercises/{solution.name} is stale: run python -m attnlib.assign"
+    )
+
+
+def test_every_exercise_notebook_has_a_solution():
+    orphans = {p.name for p in EXERCISES} - {p.name for p in SOLUTIONS}
+    assert not orphans, f"exercise notebooks without a solution source: {sorted(orphans)}"
+
+
+def test_every_chapter_notebook_pair_shares_a_stem_with_the_book():
+    for solution in SOLUTIONS:
+        assert list((ROOT / "book").glob(f"{solution.stem}.*")), f"no book chapter for {solution.name}"
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=_ids())
+def test_exercise_cells_are_registered_and_checked(solution):
+    nb = nbformat.read(solution, as_version=4)
+    registry = all_exercises()
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        ex_id = cell.metadata.get("attnlib", {}).get("exercise")
+        if cell.cell_type != "code" or not ex_id:
+            continue
+        assert ex_id in registry, f"{solution.name}: {ex_id} is not registered in attnlib/checks"
+        assert ex_id.startswith(f"ex-{solution.stem[:2]}-"), f"{ex_id} in the wrong chapter"
+        exercise = registry[ex_id]
+        assert re.search(rf"^def {exercise.function}\(", cell.source, re.M), (
+            f"{ex_id}: the answer cell must define {exercise.function}()"
+        )
+        following = cells[i + 1] if i + 1 < len(cells) else None
+        assert following is not None and following.metadata.get("attnlib", {}).get("check") == ex_id
+        match = CHECK_CALL.search(following.source)
+        assert match and match.groups() == (ex_id, exercise.function), following.source
+        text = "".join(o.get("text", "") for o in following.get("outputs", []))
+        assert "All cases pass" in text, f"{solution.name}: the stored check of {ex_id} does not pass"
+
+
+def test_every_registered_exercise_is_in_a_notebook():
+    used = set()
+    for solution in SOLUTIONS:
+        used |= set(assign.exercise_ids(nbformat.read(solution, as_version=4)))
+    unused = set(all_exercises()) - used
+    assert not unused, f"registered but in no solution notebook: {sorted(unused)}"
+
+
+@pytest.mark.parametrize("exercise", list(all_exercises().values()), ids=lambda e: e.id)
+def test_reference_passes_every_case_and_misconceptions_are_recognised(exercise):
+    result = evaluate(exercise.id, exercise.reference, include_hidden=True)
+    assert result.fraction == 1.0, result.report()
+    assert any(c.hidden for c in exercise.cases), f"{exercise.id} has no hidden case for grading"
+    for mis in exercise.misconceptions:
+        verdict = evaluate(exercise.id, mis.wrong, include_hidden=True)
+        assert verdict.fraction < 1.0, f"{exercise.id}: misconception {mis.name!r} passes every case"
+        assert any(c.misconception == mis.name for c in verdict.cases), (
+            f"{exercise.id}: misconception {mis.name!r} is never recognised:\n{verdict.report()}"
+        )
+
+
+@pytest.mark.parametrize("exercise_nb", EXERCISES, ids=[p.stem for p in EXERCISES])
+def test_exercise_notebooks_hold_no_answers_or_outputs(exercise_nb):
+    nb = nbformat.read(exercise_nb, as_version=4)
+    for cell in nb.cells:
+        assert assign.BEGIN not in cell.source and assign.END not in cell.source
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+# ----------------------------------------------------------------- the generator
+
+
+def _nb(*cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = list(cells)
+    return nb
+
+
+def _answer_cell(source, ex_id="ex-01-1", points=2):
+    return nbformat.v4.new_code_cell(source, metadata={"attnlib": {"exercise": ex_id, "points": points}})
+
+
+def test_strip_keeps_indentation_and_signature():
+    src = "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n"
+    out = assign.make_exercise(_nb(_answer_cell(src))).cells[0].source
+    assert out.splitlines() == [
+        "def f(x):",
+        "    y = 1",
+        "    # YOUR CODE HERE",
+        '    raise NotImplementedError("ex-01-1: replace this line with your answer")',
+    ]
+    ns = {}
+    exec(out, ns)
+    with pytest.raises(NotImplementedError, match="ex-01-1"):
+        ns["f"](1)
+
+
+def test_generator_clears_outputs_and_does_not_touch_the_solution():
+    cell = _answer_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION")
+    cell.outputs = [nbformat.v4.new_output("stream", text="hello")]
+    cell.execution_count = 3
+    solution = _nb(cell)
+    exercise = assign.make_exercise(solution)
+    assert exercise.cells[0].outputs == [] and exercise.cells[0].execution_count is None
+    assert "return 1" in solution.cells[0].source and solution.cells[0].execution_count == 3
+
+
+@pytest.mark.parametrize(
+    "cell, message",
+    [
+        (nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION"), "without metadata"),
+        (_answer_cell("### BEGIN SOLUTION\nx = 1"), "never closed"),
+        (_answer_cell("x = 1\n### END SOLUTION"), "without ### BEGIN"),
+        (_answer_cell("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION"), "nested"),
+        (_answer_cell("x = 1"), "has no ### BEGIN SOLUTION"),
+        (_answer_cell("### BEGIN SOLUTION\n### END SOLUTION", ex_id="ex-1-1"), "not of the form"),
+        (_answer_cell("### BEGIN SOLUTION\n### END SOLUTION", points=0), "positive"),
+    ],
+)
+def test_generator_rejects_malformed_solutions(cell, message):
+    with pytest.raises(assign.AssignError, match=message):
+        assign.make_exercise(_nb(cell))
+
+
+def test_generator_rejects_duplicate_ids():
+    src = "### BEGIN SOLUTION\nx = 1\n### END SOLUTION"
+    with pytest.raises(assign.AssignError, match="used twice"):
+        assign.make_exercise(_nb(_answer_cell(src), _answer_cell(src)))
+
+
+def test_check_mode_reports_stale_notebooks(tmp_path, capsys):
+    out = tmp_path / "exercises"
+    assert assign.main([str(SOLUTIONS[0]), "--out", str(out), "--check"]) == 1
+    assert "stale" in capsys.readouterr().err
+    assert assign.main([str(SOLUTIONS[0]), "--out", str(out)]) == 0
+    assert assign.main([str(SOLUTIONS[0]), "--out", str(out), "--check"]) == 0
+
+
+# ----------------------------------------------------------------- checks and feedback
+
+_TOY = Exercise(
+    id="ex-99-1",
+    function="double",
+    reference=lambda x: 2 * x,
+    cases=[
+        Case("vector", lambda: (np.arange(3.0),)),
+        Case("matrix", lambda: (np.ones((2, 3)),), hidden=True),
+    ],
+    misconceptions=[Misconception("squared instead of doubled", lambda x: x**2, "multiply by two")],
+    hint="return twice the input",
+)
+
+
+@pytest.fixture
+def toy_exercise(monkeypatch):
+    from attnlib.checks import core
+
+    core._discover()
+    monkeypatch.setitem(core._REGISTRY, _TOY.id, _TOY)
+    return _TOY
+
+
+def test_check_prints_pass(toy_exercise, capsys):
+    from attnlib.checks import check
+
+    check("ex-99-1", lambda x: x + x)
+    assert "1/1 cases passed" in capsys.readouterr().out
+
+
+def test_not_attempted_does_not_raise(toy_exercise, capsys):
+    from attnlib.checks import check
+
+    def stub(x):
+        raise NotImplementedError("ex-99-1: replace this line with your answer")
+
+    check("ex-99-1", stub)
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_misconception_is_named_with_its_hint(toy_exercise):
+    result = evaluate("ex-99-1", lambda x: x**2, include_hidden=True)
+    assert [c.status for c in result.cases] == ["failed", "failed"]
+    assert result.cases[0].misconception == "squared instead of doubled"
+    assert "multiply by two" in result.report()
+
+
+def test_exceptions_are_reported_not_raised(toy_exercise):
+    result = evaluate("ex-99-1", lambda x: x.missing_method())
+    assert result.cases[0].status == "error" and "AttributeError" in result.cases[0].message
+
+
+def test_partial_credit_counts_cases(toy_exercise):
+    result = evaluate("ex-99-1", lambda x: 2 * x if x.ndim == 1 else x, include_hidden=True)
+    assert result.fraction == 0.5
+
+
+def test_unknown_exercise_names_the_known_ones():
+    with pytest.raises(KeyError, match="known exercises: .*ex-00-1"):
+        evaluate("ex-42-9", print)
+
+
+@pytest.mark.parametrize(
+    "expected, got, fragment",
+    [
+        (np.zeros((2, 3)), np.zeros((3, 2)), "transpose"),
+        (np.zeros((2, 3)), np.zeros(6), "reshape"),
+        (np.zeros((2, 3)), np.zeros(2), "axis is missing"),
+        (np.zeros(3), np.array([0.0, np.nan, 0.0]), "NaN"),
+        (np.zeros(3), np.array([0.0, 0.5, 0.0]), "largest difference 0.5 at index (1,)"),
+        ((np.zeros(1), np.zeros(1)), np.zeros(1), "expected a tuple of 2"),
+        (np.array([True, False]), np.array([True, True]), "index (1,)"),
+    ],
+)
+def test_comparison_messages_name_the_difference(expected, got, fragment):
+    ok, message = compare_outputs(to_arrays(expected), to_arrays(got))
+    assert not ok and fragment in message
+
+
+def test_to_arrays_converts_tensors_to_float64():
+    import torch
+
+    out = to_arrays((torch.ones(2, dtype=torch.float16), [1, 2.0]))
+    assert out[0].dtype == np.float64 and isinstance(out[1], tuple)

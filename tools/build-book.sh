@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Build the website into _build/html (strict: every warning is an error).
+# Extra arguments go to jupyter-book, e.g.  bash tools/build-book.sh --all
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+.venv/bin/jupyter-book build . -W -n --keep-going "$@"
+echo "open _build/html/index.html"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Run the whole test suite: lint, unit and property tests, nbval on the
+# notebooks, the exercise-sync check and the strict book build.
+# Extra arguments go to pytest, e.g.  bash tools/test.sh -m "not book" tests/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+export MPLBACKEND=Agg PYTHONHASHSEED=0
+exec .venv/bin/python -m pytest "$@"
