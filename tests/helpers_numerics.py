@@ -48,6 +48,8 @@ def torch_sdpa_reference(query, key, value, attn_mask=None, is_causal=False, sca
     torch refuses an explicit mask together with is_causal, so the causal part
     is folded into the mask here (top-left aligned, as torch's is_causal is).
     """
+    if attn_mask is not None and attn_mask.dim() < 2:
+        attn_mask = attn_mask[None, :]  # torch wants at least (1, S); broadcasting is unchanged
     if is_causal:
         L, S = query.shape[-2], key.shape[-2]
         causal = torch.ones(L, S, dtype=torch.bool).tril()
