@@ -1,0 +1,720 @@
+"""Efficient attention: the online softmax, tiled attention, a KV cache, MQA/GQA.
+
+Chapter 08 ("Complexity and efficient attention") builds everything in this
+module step by step. The exact, straightforward attention of the earlier
+chapters materialises the ``(L, S)`` score matrix: O(L S) memory. Here the same
+result is computed tile by tile with an *online softmax* (Milakov & Gimelshein
+2018; Rabe & Staats 2021; Dao et al. 2022), so that only one
+``(block_q, block_k)`` tile of scores exists at any time.
+
+The online softmax keeps three running quantities for every query row:
+
+* ``m``   the largest score seen so far,
+* ``l``   the sum of ``exp(score - m)`` over the keys seen so far,
+* ``acc`` the sum of ``exp(score - m) * value`` over the keys seen so far.
+
+When a new block of scores ``s`` arrives::
+
+    m_new = max(m, max_j s_j)
+    c     = exp(m - m_new)                  # rescales what we had
+    p_j   = exp(s_j - m_new)
+    l     = c * l   + sum_j p_j
+    acc   = c * acc + sum_j p_j v_j
+    m     = m_new
+
+and after the last block the output is ``acc / l``, exactly
+``softmax(s) @ V``.
+
+Conventions (CONTRIBUTING.md): shapes ``(batch, heads, seq, dim)``; ``query`` is
+``(..., L, E)``, ``key`` ``(..., S, E)``, ``value`` ``(..., S, Ev)``; boolean
+masks are ``True`` where a query *may attend*; a float mask is added to the
+scores; a fully masked query row gets an all-zero output.
+
+Public API
+----------
+online_softmax_update, online_softmax_numpy, online_attention_row_numpy
+    the online softmax in NumPy, one query row, block by block
+tile_step
+    one tile of tiled attention (update of ``m``, ``l``, ``acc``)
+tiled_attention
+    tiled attention with an online softmax, the drop-in for
+    ``torch.nn.functional.scaled_dot_product_attention``
+grouped_query_attention, repeat_kv
+    multi-query and grouped-query attention
+KVCache, decode_step, kv_cache_bytes
+    incremental decoding with a key/value cache, and its memory
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+__all__ = [
+    "KVCache",
+    "OnlineSoftmaxState",
+    "decode_step",
+    "grouped_query_attention",
+    "kv_cache_bytes",
+    "online_attention_row_numpy",
+    "online_softmax_numpy",
+    "online_softmax_update",
+    "repeat_kv",
+    "tile_step",
+    "tiled_attention",
+]
+
+DEFAULT_BLOCK_Q = 256
+DEFAULT_BLOCK_K = 512
+
+
+# ---------------------------------------------------------------------------
+# 1. The online softmax in NumPy: one query row, block by block
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class OnlineSoftmaxState:
+    """The running state of an online softmax after some blocks.
+
+    ``m`` is the running maximum, ``l`` the running sum of ``exp(s - m)``,
+    ``acc`` (attention only) the running sum of ``exp(s - m) * v``;
+    ``seen`` is how many scores have been consumed so far.
+    """
+
+    m: float
+    l: float
+    seen: int
+    acc: np.ndarray | None = field(default=None)
+
+
+def online_softmax_update(m: float, l: float, block: np.ndarray) -> tuple[float, float]:
+    """One step of the online softmax: fold a block of scores into ``(m, l)``.
+
+    Parameters
+    ----------
+    m : float
+        running maximum of the scores seen so far (``-inf`` before the first block)
+    l : float
+        running sum of ``exp(score - m)`` over the scores seen so far (``0`` at first)
+    block : array of shape (k,)
+        the next scores
+
+    Returns
+    -------
+    (m_new, l_new) : the running maximum and the running sum, rescaled to ``m_new``.
+    """
+    block = np.asarray(block, dtype=float)
+    if block.ndim != 1:
+        raise ValueError(f"block must be 1-D with shape (k,), got shape {block.shape}")
+    if block.size == 0:
+        return float(m), float(l)
+    m_new = max(float(m), float(block.max()))
+    if m_new == -math.inf:  # everything seen so far is masked
+        return m_new, 0.0
+    l_new = l * math.exp(m - m_new) + float(np.exp(block - m_new).sum())
+    return m_new, l_new
+
+
+def online_softmax_numpy(
+    scores: np.ndarray, block_size: int
+) -> tuple[np.ndarray, list[OnlineSoftmaxState]]:
+    """Softmax of one row of scores, computed block by block with a running max and sum.
+
+    Parameters
+    ----------
+    scores : array of shape (S,)
+        one row of scores (``-inf`` entries are masked keys)
+    block_size : int
+        how many scores are read at a time
+
+    Returns
+    -------
+    weights : array of shape (S,)
+        ``softmax(scores)``; all zeros when every score is ``-inf``
+    states : list of OnlineSoftmaxState
+        the state ``(m, l, seen)`` after each block, for display
+
+    The scores are read once for the running statistics; the weights then
+    need one more pass ``exp(s - m) / l`` with the final ``m`` and ``l``. Only
+    two numbers are carried between blocks.
+    """
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 1:
+        raise ValueError(f"scores must be 1-D with shape (S,), got shape {scores.shape}")
+    _check_block(block_size, "block_size")
+    m, l = -math.inf, 0.0
+    states = []
+    for start in range(0, scores.size, block_size):
+        block = scores[start : start + block_size]
+        m, l = online_softmax_update(m, l, block)
+        states.append(OnlineSoftmaxState(m=m, l=l, seen=start + block.size))
+    if l == 0.0:
+        return np.zeros_like(scores), states
+    return np.exp(scores - m) / l, states
+
+
+def online_attention_row_numpy(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    block_size: int,
+    scale: float | None = None,
+    mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[OnlineSoftmaxState]]:
+    """Attention output of one query row, reading keys and values block by block.
+
+    Parameters
+    ----------
+    q : array of shape (E,)
+    k : array of shape (S, E)
+    v : array of shape (S, Ev)
+    block_size : int
+    scale : float, default ``1 / sqrt(E)``
+    mask : bool array of shape (S,), optional; True = may attend
+
+    Returns
+    -------
+    out : array of shape (Ev,)
+        ``softmax(scale * k @ q) @ v`` (zeros when every key is masked)
+    states : list of OnlineSoftmaxState
+        ``(m, l, acc, seen)`` after each block
+    """
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    if q.ndim != 1 or k.ndim != 2 or v.ndim != 2 or k.shape[1] != q.shape[0]:
+        raise ValueError(
+            f"expected q (E,), k (S, E), v (S, Ev); got q {q.shape}, k {k.shape}, v {v.shape}"
+        )
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"k {k.shape} and v {v.shape} must have the same length S")
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (k.shape[0],):
+            raise ValueError(f"mask must have shape (S,) = ({k.shape[0]},), got {mask.shape}")
+    _check_block(block_size, "block_size")
+    scale = 1.0 / math.sqrt(q.shape[0]) if scale is None else float(scale)
+
+    m, l = -math.inf, 0.0
+    acc = np.zeros(v.shape[1])
+    states = []
+    for start in range(0, k.shape[0], block_size):
+        s = scale * (k[start : start + block_size] @ q)  # the block's scores
+        if mask is not None:
+            s = np.where(mask[start : start + block_size], s, -np.inf)
+        m_new = max(m, float(s.max()))
+        if m_new > -math.inf:
+            correction = math.exp(m - m_new)  # exp(-inf) = 0 on the first block
+            p = np.exp(s - m_new)
+            l = correction * l + p.sum()
+            acc = correction * acc + p @ v[start : start + block_size]
+            m = m_new
+        states.append(OnlineSoftmaxState(m=m, l=l, seen=start + s.size, acc=acc.copy()))
+    out = acc / l if l > 0 else np.zeros(v.shape[1])
+    return out, states
+
+
+# ---------------------------------------------------------------------------
+# 2. One tile of tiled attention (PyTorch)
+# ---------------------------------------------------------------------------
+
+
+def tile_step(
+    m: torch.Tensor,
+    l: torch.Tensor,
+    acc: torch.Tensor,
+    q_tile: torch.Tensor,
+    k_tile: torch.Tensor,
+    v_tile: torch.Tensor,
+    scale: float | None = None,
+    allowed: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One tile of tiled attention: fold a block of keys/values into the running state.
+
+    Shapes: ``m`` and ``l`` are ``(..., Bq, 1)``, ``acc`` is ``(..., Bq, Ev)``,
+    ``q_tile`` ``(..., Bq, E)``, ``k_tile`` ``(..., Bk, E)``, ``v_tile``
+    ``(..., Bk, Ev)``, ``allowed`` (optional, bool, True = may attend)
+    broadcastable to ``(..., Bq, Bk)``. Start from ``m = -inf``, ``l = 0``,
+    ``acc = 0``; after the last tile the output is ``acc / l``.
+
+    Returns new ``(m, l, acc)``; the inputs are not modified. This is the
+    readable version; :func:`tiled_attention` does the same in place.
+    """
+    if scale is None:
+        scale = 1.0 / math.sqrt(q_tile.shape[-1])
+    s = scale * q_tile @ k_tile.transpose(-2, -1)  # (..., Bq, Bk)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, -math.inf)
+    m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+    # Rows that have seen only masked keys keep m = -inf; shift them by 0 instead
+    # so that exp(-inf - (-inf)) = NaN never happens.
+    shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
+    p = torch.exp(s - shift)
+    correction = torch.exp(m - shift)
+    l_new = correction * l + p.sum(dim=-1, keepdim=True)
+    acc_new = correction * acc + p @ v_tile
+    return m_new, l_new, acc_new
+
+
+# ---------------------------------------------------------------------------
+# 3. Tiled attention
+# ---------------------------------------------------------------------------
+
+
+def tiled_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    key_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    diagonal: int = 0,
+    block_q: int = DEFAULT_BLOCK_Q,
+    block_k: int = DEFAULT_BLOCK_K,
+) -> torch.Tensor:
+    """Scaled dot-product attention computed tile by tile with an online softmax.
+
+    Equal (to rounding) to ``torch.nn.functional.scaled_dot_product_attention``
+    but never holds more than one ``(block_q, block_k)`` tile of scores per
+    batch-head: extra memory O(L + S) instead of O(L S).
+
+    Parameters
+    ----------
+    query : (..., L, E)
+    key : (..., S, E)
+    value : (..., S, Ev)
+        leading dimensions broadcast against each other
+    attn_mask : optional, broadcastable to (..., L, S)
+        bool (True = may attend) or float (added to the scores)
+    key_mask : optional bool, (B, S) or (S,)
+        padding mask, True = a real token; ``B`` is ``query.shape[0]`` and the
+        mask is broadcast over every other leading dimension (e.g. heads)
+    is_causal : bool
+        query ``i`` may attend key ``j`` only when ``j <= i + diagonal``;
+        key blocks entirely above that diagonal are skipped, not computed
+    scale : float, default ``1 / sqrt(E)``
+    diagonal : int, default 0
+        ``0`` is the top-left alignment of torch's ``is_causal``; ``S - L`` is
+        the lower-right alignment used when decoding with a KV cache
+    block_q, block_k : int
+        tile sizes (any positive integers; they need not divide L or S)
+
+    Returns
+    -------
+    (..., L, Ev), the dtype of ``query``. A query row with no key it may attend
+    gets an all-zero output.
+    """
+    batch, L, S, E, Ev = _check_qkv(query, key, value)
+    n = math.prod(batch)
+    q = query.expand(*batch, L, E).reshape(n, 1, L, E)
+    k = key.expand(*batch, S, E).reshape(n, S, E)
+    v = value.expand(*batch, S, Ev).reshape(n, S, Ev)
+    masks = _prepare_masks(attn_mask, key_mask, batch, L, S, query)
+    out = _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
+    return out.reshape(*batch, L, Ev)
+
+
+@dataclass
+class _Masks:
+    """Masks broadcastable to (*batch, L, S), leading dims expanded (no copy)."""
+
+    allowed: list[torch.Tensor]  # bool masks, True = may attend
+    bias: torch.Tensor | None  # float mask, added to the scores
+    batch: tuple[int, ...]
+
+    def tile(self, mask: torch.Tensor, rows: slice, cols: slice, n: int, g: int) -> torch.Tensor:
+        """The (n, g, rows, cols) tile of a mask; size-1 dims stay size 1."""
+        r = rows if mask.shape[-2] > 1 else slice(None)
+        c = cols if mask.shape[-1] > 1 else slice(None)
+        t = mask[..., r, c]
+        if all(size == 1 for size in t.shape[:-2]):
+            return t.reshape(1, 1, *t.shape[-2:])
+        return t.expand(*self.batch, *t.shape[-2:]).reshape(n, g, *t.shape[-2:])
+
+
+def _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k):
+    """The loop. q (n, g, L, E): g query heads share each of the n key/value heads;
+    k (n, S, E); v (n, S, Ev). Returns (n, g, L, Ev)."""
+    _check_block(block_q, "block_q")
+    _check_block(block_k, "block_k")
+    n, g, L, E = q.shape
+    S, Ev = k.shape[1], v.shape[2]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    out = torch.zeros(n, g, L, Ev, dtype=q.dtype, device=q.device)
+    if L == 0 or S == 0:
+        return out
+    bq, bk = min(block_q, L), min(block_k, S)
+    k_t = k.transpose(1, 2)  # (n, E, S): the matmul reads it as K^T
+    # One score buffer for the whole call, reused by every tile.
+    buffer = torch.empty(n * g * bq * bk, dtype=q.dtype, device=q.device)
+
+    for i0 in range(0, L, bq):
+        i1 = min(i0 + bq, L)
+        nq = i1 - i0
+        q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)
+        m = torch.full((n, g, nq, 1), -math.inf, dtype=q.dtype, device=q.device)
+        l = torch.zeros(n, g, nq, 1, dtype=q.dtype, device=q.device)
+        if g == 1:  # accumulate straight into the output rows
+            acc_flat = out[:, 0, i0:i1]
+        else:  # the g query heads of a group are stacked into one (g * nq) block
+            acc_flat = torch.zeros(n, g * nq, Ev, dtype=q.dtype, device=q.device)
+        acc = acc_flat.view(n, g, nq, Ev)
+
+        # Causal: the last key row i1-1 may see is i1-1+diagonal; later keys are skipped.
+        j_end = min(S, i1 + diagonal) if is_causal else S
+        for j0 in range(0, max(j_end, 0), bk):
+            j1 = min(j0 + bk, S)
+            nk = j1 - j0
+            s_flat = buffer[: n * g * nq * nk].view(n, g * nq, nk)
+            # s = scale * Q K^T, written into the buffer (no new allocation)
+            torch.baddbmm(s_flat, q_blk, k_t[:, :, j0:j1], beta=0, alpha=scale, out=s_flat)
+            s = s_flat.view(n, g, nq, nk)
+
+            allowed = _tile_allowed(masks, i0, i1, j0, j1, n, g, is_causal, diagonal, q.device)
+            if masks.bias is not None:
+                s.add_(masks.tile(masks.bias, slice(i0, i1), slice(j0, j1), n, g))
+            if allowed is not None:
+                s.masked_fill_(~allowed, -math.inf)
+
+            # The online softmax update, in place: s becomes p = exp(s - m_new).
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            shift = m_new.masked_fill(m_new == -math.inf, 0.0)  # fully masked so far
+            correction = torch.exp(m - shift)
+            s.sub_(shift).exp_()
+            l.mul_(correction).add_(s.sum(dim=-1, keepdim=True))
+            acc.mul_(correction)
+            acc_flat.baddbmm_(s_flat, v[:, j0:j1])  # acc += p @ V
+            m = m_new
+
+        # Rows that never saw an allowed key have l = 0 and acc = 0: output 0.
+        acc.div_(l.masked_fill(l == 0, 1.0))
+        if g != 1:
+            out[:, :, i0:i1] = acc
+    return out
+
+
+def _tile_allowed(masks, i0, i1, j0, j1, n, g, is_causal, diagonal, device):
+    """Bool tile (broadcastable to (n, g, i1-i0, j1-j0)) or None when all allowed."""
+    allowed = None
+    for mask in masks.allowed:
+        t = masks.tile(mask, slice(i0, i1), slice(j0, j1), n, g)
+        allowed = t if allowed is None else allowed & t
+    # Causal: the tile needs a mask only if its last key lies beyond its first
+    # query's diagonal, i.e. the tile straddles the diagonal.
+    if is_causal and j1 - 1 > i0 + diagonal:
+        rows = torch.arange(i0, i1, device=device)[:, None]
+        cols = torch.arange(j0, j1, device=device)[None, :]
+        causal = cols <= rows + diagonal
+        allowed = causal if allowed is None else allowed & causal
+    return allowed
+
+
+def _prepare_masks(attn_mask, key_mask, batch, L, S, query) -> _Masks:
+    allowed, bias = [], None
+    full = (*batch, L, S)
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor):
+            raise TypeError(f"attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
+        try:
+            torch.broadcast_shapes(attn_mask.shape, full)
+            if attn_mask.dim() > len(full):
+                raise RuntimeError
+        except RuntimeError:
+            raise ValueError(
+                f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to "
+                f"(..., L, S) = {full} for query {tuple(query.shape)}"
+            ) from None
+        mask = attn_mask.reshape((1,) * (len(full) - attn_mask.dim()) + tuple(attn_mask.shape))
+        mask = mask.expand(*batch, *mask.shape[-2:])
+        if mask.dtype == torch.bool:
+            allowed.append(mask)
+        elif mask.is_floating_point():
+            bias = mask.to(query.dtype)
+        else:
+            raise TypeError(f"attn_mask must be bool or floating point, got {mask.dtype}")
+    if key_mask is not None:
+        if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
+            raise TypeError("key_mask must be a bool torch.Tensor (True = real token)")
+        if key_mask.dim() == 1 and key_mask.shape[0] == S:
+            mask = key_mask.view(1, S)
+        elif key_mask.dim() == 2 and key_mask.shape[1] == S and len(batch) >= 1 and (
+            key_mask.shape[0] in (1, batch[0])
+        ):
+            mask = key_mask.view(key_mask.shape[0], *([1] * (len(batch) - 1)), 1, S)
+        else:
+            raise ValueError(
+                f"key_mask must have shape (B, S) = ({batch[0] if batch else 1}, {S}) or (S,); "
+                f"got {tuple(key_mask.shape)} for query {tuple(query.shape)}"
+            )
+        mask = mask.reshape((1,) * (len(full) - mask.dim()) + tuple(mask.shape))
+        allowed.append(mask.expand(*batch, 1, S))
+    return _Masks(allowed=allowed, bias=bias, batch=tuple(batch))
+
+
+def _check_qkv(query, key, value):
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be floating point, got {t.dtype}")
+    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(f"query, key and value must share a dtype ({shapes})")
+    L, E = query.shape[-2:]
+    S, Ek = key.shape[-2:]
+    Sv, Ev = value.shape[-2:]
+    if Ek != E:
+        raise ValueError(f"query (..., L, E) and key (..., S, E) disagree on E: {shapes}")
+    if Sv != S:
+        raise ValueError(f"key (..., S, E) and value (..., S, Ev) disagree on S: {shapes}")
+    try:
+        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"leading (batch) dimensions do not broadcast: {shapes}") from None
+    return tuple(batch), L, S, E, Ev
+
+
+def _check_block(size, name):
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"{name} must be a positive int, got {size!r}")
+
+
+# ---------------------------------------------------------------------------
+# 4. Multi-query and grouped-query attention
+# ---------------------------------------------------------------------------
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Repeat key/value heads: (B, Hkv, S, d) -> (B, Hkv * n_rep, S, d).
+
+    Head ``h`` of the result is head ``h // n_rep`` of the input (the grouping
+    of ``torch.nn.functional.scaled_dot_product_attention(enable_gqa=True)``).
+    This copies; :func:`grouped_query_attention` does not need it.
+    """
+    if x.dim() != 4:
+        raise ValueError(f"expected (B, Hkv, S, d), got shape {tuple(x.shape)}")
+    return x.repeat_interleave(n_rep, dim=1)
+
+
+def grouped_query_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    key_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    diagonal: int = 0,
+    block_q: int = DEFAULT_BLOCK_Q,
+    block_k: int = DEFAULT_BLOCK_K,
+) -> torch.Tensor:
+    """Grouped-query attention (GQA); multi-query attention (MQA) when ``Hkv == 1``.
+
+    Parameters
+    ----------
+    query : (B, Hq, L, E)
+    key : (B, Hkv, S, E)
+    value : (B, Hkv, S, Ev)
+        ``Hq`` must be a multiple of ``Hkv``; query heads
+        ``h * Hq/Hkv ... (h+1) * Hq/Hkv - 1`` share key/value head ``h``
+    attn_mask, key_mask, is_causal, scale, diagonal, block_q, block_k
+        as in :func:`tiled_attention` (``attn_mask`` broadcastable to
+        (B, Hq, L, S))
+
+    Returns
+    -------
+    (B, Hq, L, Ev). Equal to attention with the key/value heads repeated
+    (:func:`repeat_kv`), without ever materialising the repeated heads: the
+    ``Hq/Hkv`` query heads of a group are stacked and multiplied by their
+    shared keys in one matmul.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must have shape (B, H, seq, dim), got {shape}")
+    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+    B, Hq, L, E = query.shape
+    Bk, Hkv, S, _ = key.shape
+    if Bk != B or value.shape[0] != B or value.shape[1] != Hkv:
+        raise ValueError(f"query, key and value must share B and key/value share Hkv: {shapes}")
+    if Hkv == 0 or Hq % Hkv != 0:
+        raise ValueError(f"query heads Hq={Hq} must be a multiple of key/value heads Hkv={Hkv}: "
+                         f"{shapes}")
+    batch, L, S, E, Ev = _check_qkv(query[:, :1], key, value)
+    g = Hq // Hkv
+    n = B * Hkv
+    q = query.reshape(n, g, L, E)  # group the query heads that share a key/value head
+    k = key.reshape(n, S, E)
+    v = value.reshape(n, S, Ev)
+    masks = _prepare_masks(attn_mask, key_mask, (B, Hq), L, S, query)
+    out = _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
+    return out.reshape(B, Hq, L, Ev)
+
+
+# ---------------------------------------------------------------------------
+# 5. KV cache for incremental decoding
+# ---------------------------------------------------------------------------
+
+
+def kv_cache_bytes(
+    layers: int,
+    batch: int,
+    kv_heads: int,
+    seq_len: int,
+    head_dim: int,
+    dtype: torch.dtype | int = torch.float32,
+) -> int:
+    """Bytes held by a KV cache: ``2 * layers * batch * kv_heads * seq_len * head_dim * b``.
+
+    The 2 counts keys and values; ``b`` is the size of one element (from
+    ``dtype``, or pass the number of bytes directly).
+    """
+    for name, x in (("layers", layers), ("batch", batch), ("kv_heads", kv_heads),
+                    ("seq_len", seq_len), ("head_dim", head_dim)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {x!r}")
+    if isinstance(dtype, torch.dtype):
+        nbytes = torch.empty((), dtype=dtype).element_size()
+    elif isinstance(dtype, int) and not isinstance(dtype, bool) and dtype > 0:
+        nbytes = dtype
+    else:
+        raise ValueError(f"dtype must be a torch.dtype or a positive byte count, got {dtype!r}")
+    return 2 * layers * batch * kv_heads * seq_len * head_dim * nbytes
+
+
+class KVCache:
+    """Keys and values of the tokens decoded so far, for one attention layer.
+
+    Storage is allocated once, ``(batch, kv_heads, capacity, head_dim)`` for
+    keys and ``(..., value_dim)`` for values; :meth:`append` writes new
+    positions in place, so decoding ``T`` tokens costs no reallocation.
+
+    >>> cache = KVCache(batch=1, kv_heads=2, capacity=16, head_dim=4)
+    >>> k, v = cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    >>> k.shape, len(cache)
+    (torch.Size([1, 2, 3, 4]), 3)
+    """
+
+    def __init__(
+        self,
+        batch: int,
+        kv_heads: int,
+        capacity: int,
+        head_dim: int,
+        value_dim: int | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ):
+        value_dim = head_dim if value_dim is None else value_dim
+        for name, x in (("batch", batch), ("kv_heads", kv_heads), ("capacity", capacity),
+                        ("head_dim", head_dim), ("value_dim", value_dim)):
+            if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+                raise ValueError(f"{name} must be a positive int, got {x!r}")
+        self._k = torch.zeros(batch, kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self._v = torch.zeros(batch, kv_heads, capacity, value_dim, dtype=dtype, device=device)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self._k.shape[2]
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def keys(self) -> torch.Tensor:
+        """The cached keys, (batch, kv_heads, len, head_dim) (a view)."""
+        return self._k[:, :, : self.length]
+
+    @property
+    def values(self) -> torch.Tensor:
+        """The cached values, (batch, kv_heads, len, value_dim) (a view)."""
+        return self._v[:, :, : self.length]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for keys and values (at full capacity)."""
+        return self._k.nbytes + self._v.nbytes
+
+    def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store ``t`` new positions; key (B, Hkv, t, d), value (B, Hkv, t, dv).
+
+        Returns the views ``(keys, values)`` of everything cached so far.
+        """
+        B, H, _, d = self._k.shape
+        dv = self._v.shape[-1]
+        if (
+            not isinstance(key, torch.Tensor) or not isinstance(value, torch.Tensor)
+            or key.dim() != 4 or value.dim() != 4
+            or key.shape[:2] != (B, H) or key.shape[3] != d
+            or value.shape[:3] != key.shape[:3] or value.shape[3] != dv
+        ):
+            got = [tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+                   for x in (key, value)]
+            raise ValueError(
+                f"expected key ({B}, {H}, t, {d}) and value ({B}, {H}, t, {dv}); "
+                f"got key {got[0]}, value {got[1]}"
+            )
+        t = key.shape[2]
+        if self.length + t > self.capacity:
+            raise ValueError(
+                f"KV cache full: {self.length} + {t} positions exceed capacity {self.capacity}"
+            )
+        self._k[:, :, self.length : self.length + t] = key
+        self._v[:, :, self.length : self.length + t] = value
+        self.length += t
+        return self.keys, self.values
+
+    def reset(self) -> None:
+        """Forget every position (the storage is kept)."""
+        self.length = 0
+
+    def __repr__(self) -> str:
+        B, H, cap, d = self._k.shape
+        return (f"KVCache(batch={B}, kv_heads={H}, len={self.length}/{cap}, head_dim={d}, "
+                f"dtype={self._k.dtype}, nbytes={self.nbytes})")
+
+
+def decode_step(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cache: KVCache,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """One step of incremental decoding: cache the new keys/values, then attend.
+
+    Parameters
+    ----------
+    query : (B, Hq, t, E) the new position(s), usually ``t = 1``
+    key : (B, Hkv, t, E), value : (B, Hkv, t, Ev) their keys and values
+    cache : KVCache holding the ``P`` earlier positions
+    scale : float, default ``1 / sqrt(E)``
+
+    Returns
+    -------
+    (B, Hq, t, Ev): new query ``i`` (absolute position ``P + i``) attends the
+    cached keys ``0 .. P + i``: causal attention aligned to the lower right
+    (``diagonal = P``). ``Hq`` may be a multiple of ``Hkv`` (MQA/GQA).
+    """
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    if not isinstance(query, torch.Tensor) or query.dim() != 4 or not isinstance(
+        key, torch.Tensor
+    ) or key.dim() != 4 or query.shape[2] != key.shape[2]:
+        raise ValueError(
+            "expected query (B, Hq, t, E) and key (B, Hkv, t, E) with the same t; got "
+            f"query {tuple(getattr(query, 'shape', ()))}, key {tuple(getattr(key, 'shape', ()))}"
+        )
+    past = len(cache)
+    keys, values = cache.append(key, value)
+    return grouped_query_attention(
+        query, keys, values, is_causal=True, diagonal=past, scale=scale
+    )
