@@ -1,0 +1,155 @@
+"""Chapter 03: score-agnostic attention, Bahdanau as a Q/K/V instance, the worked example, retrieval."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlib
+from attnlib import numpy as anp
+from attnlib.retrieval import (
+    SCORE_FUNCTIONS,
+    attend,
+    corrupt_queries,
+    permutation_keys,
+    retrieval_scores,
+    retrieval_trial,
+)
+
+NUMPY_EXAMPLE = np.array(
+    [
+        [0.98522025, 1.74174051, 0.75652026],
+        [0.90965265, 1.40965265, 0.5],
+        [0.99851226, 1.75849334, 0.75998108],
+        [0.99560386, 1.90407309, 0.90846923],
+    ]
+)
+TORCH_EXAMPLE = torch.tensor(
+    [
+        [1.1634, 0.7909, 1.5817],
+        [1.0000, 0.8424, 1.5616],
+        [1.1799, 0.8707, 1.6405],
+        [1.1634, 0.7909, 1.5817],
+    ]
+)
+
+
+def test_attend_with_scaled_dot_scores_equals_torch_sdpa():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 4, generator=g, dtype=torch.float64) for n in (5, 6, 6))
+    out, weights = attend(attnlib.scaled_dot_scores(q, k), v)
+    assert out.shape == (2, 3, 5, 4) and weights.shape == (2, 3, 5, 6)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64))
+
+
+def test_attend_mask_and_errors():
+    scores = torch.zeros(1, 2, 3, dtype=torch.float64)
+    value = torch.arange(6, dtype=torch.float64).view(1, 3, 2)
+    mask = torch.tensor([[[True, False, False], [False, False, False]]])
+    out, weights = attend(scores, value, mask)
+    assert torch.equal(out[0, 0], value[0, 0]) and torch.equal(out[0, 1], torch.zeros(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"\(1, 2, 3\).*\(1, 4, 2\)"):
+        attend(scores, torch.zeros(1, 4, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        attend(torch.zeros(3, dtype=torch.float64), value)
+    with pytest.raises(TypeError):
+        attend(np.zeros((2, 3)), value)
+
+
+def test_bahdanau_is_a_qkv_instance():
+    """query = decoder state, keys = values = encoder states, additive scores."""
+    torch.manual_seed(3)
+    B, S, E_dec, E_enc, H = 2, 7, 5, 6, 4
+    module = attnlib.AdditiveAttention(E_dec, E_enc, H).double()
+    decoder_state = torch.randn(B, E_dec, dtype=torch.float64)  # s_{i-1}
+    encoder_states = torch.randn(B, S, E_enc, dtype=torch.float64)  # h_j
+    key_mask = attnlib.padding_mask([7, 4], S)
+    context, weights = module(decoder_state, encoder_states, key_mask=key_mask)
+
+    query = decoder_state.unsqueeze(1)  # (B, 1, E_dec)
+    v = module.v.weight.squeeze(0)
+    scores = attnlib.additive_scores(query, encoder_states, module.w_query.weight, module.w_key.weight, v)
+    out_qkv, w_qkv = attend(scores, encoder_states, key_mask.unsqueeze(1))
+    torch.testing.assert_close(out_qkv.squeeze(1), context, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(w_qkv.squeeze(1), weights, atol=1e-12, rtol=1e-12)
+
+    # the same through scaled_dot_product_attention: zero dot scores plus the additive scores as a float mask
+    additive_mask = scores.masked_fill(~key_mask.unsqueeze(1), float("-inf"))
+    zeros_q = torch.zeros(B, 1, 1, dtype=torch.float64)
+    zeros_k = torch.zeros(B, S, 1, dtype=torch.float64)
+    out_sdpa = attnlib.scaled_dot_product_attention(zeros_q, zeros_k, encoder_states, attn_mask=additive_mask)
+    torch.testing.assert_close(out_sdpa.squeeze(1), context, atol=1e-12, rtol=1e-12)
+    # and a hand-written Bahdanau step, one (b, j) pair at a time: e_j = v^T tanh(W s + U h_j)
+    hand = torch.stack(
+        [
+            torch.stack(
+                [
+                    v
+                    @ torch.tanh(
+                        module.w_query.weight @ decoder_state[b] + module.w_key.weight @ encoder_states[b, j]
+                    )
+                    for j in range(S)
+                ]
+            )
+            for b in range(B)
+        ]
+    )  # (B, S)
+    hand = hand.masked_fill(~key_mask, float("-inf")).softmax(-1)
+    torch.testing.assert_close(hand, weights, atol=1e-12, rtol=1e-12)
+
+
+def test_worked_example_numpy_to_8_digits():
+    words = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=np.float64)
+    np.random.seed(42)  # noqa: NPY002 - the seed tutorial uses the legacy generator
+    w_q, w_k, w_v = (np.random.randint(3, size=(3, 3)).astype(np.float64) for _ in range(3))  # noqa: NPY002
+    q, k, v = words @ w_q, words @ w_k, words @ w_v
+    out = anp.scaled_dot_product_attention(q, k, v)
+    np.testing.assert_allclose(out, NUMPY_EXAMPLE, atol=5e-9, rtol=0)
+
+
+def test_worked_example_torch():
+    words = torch.tensor([[1, 0, 0], [0, 1, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.float32)
+    torch.manual_seed(42)
+    w_q, w_k, w_v = (torch.randint(0, 2, (3, 3)).float() for _ in range(3))
+    out = attnlib.scaled_dot_product_attention(words @ w_q, words @ w_k, words @ w_v)
+    torch.testing.assert_close(out, TORCH_EXAMPLE, atol=5e-5, rtol=0)
+
+
+def test_permutation_keys_and_corruption():
+    rng = np.random.default_rng(0)
+    keys = permutation_keys(5, 6, rng)
+    assert keys.shape == (5, 6)
+    assert np.array_equal(keys[0], np.arange(6.0))
+    assert all(np.array_equal(np.sort(row), np.arange(6.0)) for row in keys)
+    same = corrupt_queries(keys, 0.0, 0, rng)
+    assert np.array_equal(same, keys)
+    swapped = corrupt_queries(keys, 0.0, 1, rng)
+    assert np.all((swapped != keys).sum(axis=1) == 2)  # exactly two coordinates moved per query
+    assert np.array_equal(np.sort(swapped, axis=1), np.sort(keys, axis=1))
+    with pytest.raises(ValueError, match=r"\(6,\)"):
+        corrupt_queries(keys[0], 0.1, 0, rng)
+    with pytest.raises(ValueError):
+        permutation_keys(0, 6, rng)
+
+
+def test_retrieval_scores_match_attnlib_and_clean_queries_are_found():
+    rng = np.random.default_rng(1)
+    keys = permutation_keys(32, 12, rng)
+    q = keys[:4] + 0.1
+    np.testing.assert_allclose(retrieval_scores(q, keys, "scaled_dot"), q @ keys.T / math.sqrt(12))
+    with pytest.raises(ValueError, match="score must be one of"):
+        retrieval_scores(q, keys, "euclid")
+    for score in SCORE_FUNCTIONS:
+        acc, weight = retrieval_trial(keys, 0.0, 0, score, 50, np.random.default_rng(2))
+        assert acc == 1.0 and 0 < weight <= 1.0
+
+
+def test_cosine_beats_dot_when_key_norms_differ():
+    rng = np.random.default_rng(3)
+    keys = rng.standard_normal((64, 16)) * rng.uniform(0.25, 2.0, (64, 1))
+    dot_acc, _ = retrieval_trial(keys, 0.0, 0, "dot", 300, np.random.default_rng(1))
+    cos_acc, _ = retrieval_trial(keys, 0.0, 0, "cosine", 300, np.random.default_rng(1))
+    assert cos_acc == 1.0 and dot_acc < 0.8
