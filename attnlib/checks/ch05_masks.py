@@ -1,0 +1,229 @@
+"""Chapter 05 exercises: a padding mask from lengths, a causal mask, masked attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlib.attention import scaled_dot_product_attention
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.masks import causal_mask, padding_mask
+
+# --------------------------------------------------------------------------- ex-05-1 padding mask
+
+
+def padding_mask_from_lengths(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """bool (B, max_len), True where position j < lengths[b] (a real token)."""
+    return padding_mask(lengths, max_len)
+
+
+def _lengths(values, max_len):
+    return lambda: (torch.tensor(values, dtype=torch.long), max_len)
+
+
+register(
+    Exercise(
+        id="ex-05-1",
+        function="padding_mask_from_lengths",
+        reference=padding_mask_from_lengths,
+        cases=[
+            Case("lengths [3, 1] padded to 4", _lengths([3, 1], 4)),
+            Case("lengths [2, 5, 4] padded to 5 (one full row)", _lengths([2, 5, 4], 5)),
+            Case("lengths [0, 2] padded to 3 (an empty sequence)", _lengths([0, 2], 3)),
+            Case("hidden: lengths [6, 1, 3, 6] padded to 7", _lengths([6, 1, 3, 6], 7), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "the mask is inverted (True marks the padding)",
+                lambda lengths, max_len: ~padding_mask(lengths, max_len),
+                "in this course True means *may attend*: real tokens are True, padding is False.",
+            ),
+            Misconception(
+                "positions <= length are kept (one padding position too many)",
+                lambda lengths, max_len: torch.arange(max_len)[None, :] <= lengths[:, None],
+                "positions are counted from 0, so a sequence of length n occupies 0 .. n-1: use "
+                "`positions < length`, not `<=`.",
+            ),
+            Misconception(
+                "the mask is (max_len, B) instead of (B, max_len)",
+                lambda lengths, max_len: padding_mask(lengths, max_len).T,
+                "one row per sequence: compare arange(max_len)[None, :] with lengths[:, None].",
+            ),
+        ],
+        hint="compare torch.arange(max_len) with the lengths, broadcasting to (B, max_len).",
+    )
+)
+
+# --------------------------------------------------------------------------- ex-05-2 causal mask
+
+
+def build_causal_mask(q_len: int, k_len: int) -> torch.Tensor:
+    """bool (q_len, k_len), True where key j <= query i (top-left aligned, like torch's is_causal)."""
+    return causal_mask(q_len, k_len)
+
+
+register(
+    Exercise(
+        id="ex-05-2",
+        function="build_causal_mask",
+        reference=build_causal_mask,
+        cases=[
+            Case("square: 4 queries, 4 keys", lambda: (4, 4)),
+            Case("3 queries, 5 keys (top-left aligned)", lambda: (3, 5)),
+            Case("5 queries, 2 keys", lambda: (5, 2)),
+            Case("hidden: square 6 x 6", lambda: (6, 6), hidden=True),
+            Case("hidden: 2 queries, 7 keys", lambda: (2, 7), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "the mask is inverted (True marks the future)",
+                lambda q_len, k_len: ~causal_mask(q_len, k_len),
+                "True means *may attend*: query i may attend to keys 0 .. i, so the True entries "
+                "are on and below the diagonal.",
+            ),
+            Misconception(
+                "strictly lower triangular (a token may not attend to itself)",
+                lambda q_len, k_len: causal_mask(q_len, k_len, diagonal=-1),
+                "the diagonal must be True: position i may attend to itself (j <= i, not j < i).",
+            ),
+            Misconception(
+                "upper triangular (the transposed mask)",
+                lambda q_len, k_len: torch.triu(torch.ones(q_len, k_len, dtype=torch.bool)),
+                "rows are queries and columns keys: row i is True for columns j <= i (torch.tril).",
+            ),
+            Misconception(
+                "aligned at the bottom right instead of the top left",
+                lambda q_len, k_len: causal_mask(q_len, k_len, diagonal=k_len - q_len),
+                "with diagonal 0 row i allows keys 0 .. i whatever k_len is (top left, as torch's "
+                "is_causal); the bottom-right alignment is the KV-cache variant.",
+            ),
+        ],
+        hint="torch.tril of a (q_len, k_len) matrix of True keeps j <= i.",
+    )
+)
+
+# --------------------------------------------------------------------------- ex-05-3 masked attention
+
+
+def masked_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output (..., L, Ev), weights (..., L, S)); a fully masked row gets zero weights and output."""
+    return scaled_dot_product_attention(query, key, value, attn_mask=mask, return_weights=True)
+
+
+def _scores(query, key, scale=True):
+    d_k = query.shape[-1]
+    s = query @ key.transpose(-2, -1)  # (..., L, S)
+    return s / math.sqrt(d_k) if scale else s
+
+
+def _mask_after_softmax(query, key, value, mask):
+    weights = torch.softmax(_scores(query, key), dim=-1) * mask  # rows no longer sum to 1
+    return weights @ value, weights
+
+
+def _naive_nan(query, key, value, mask):
+    weights = torch.softmax(_scores(query, key).masked_fill(~mask, float("-inf")), dim=-1)
+    return weights @ value, weights
+
+
+def _large_negative(query, key, value, mask):
+    weights = torch.softmax(_scores(query, key).masked_fill(~mask, -1e9), dim=-1)
+    return weights @ value, weights
+
+
+def _inverted(query, key, value, mask):
+    return scaled_dot_product_attention(query, key, value, attn_mask=~mask, return_weights=True)
+
+
+def _unscaled(query, key, value, mask):
+    return scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=1.0, return_weights=True
+    )
+
+
+def _attention_inputs(q_shape, k_shape, v_shape, mask, seed):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(q_shape, generator=g, dtype=torch.float64)
+        k = torch.randn(k_shape, generator=g, dtype=torch.float64)
+        v = torch.randn(v_shape, generator=g, dtype=torch.float64)
+        return q, k, v, mask()
+
+    return make
+
+
+def _key_padding_3d():
+    return padding_mask([4, 2])[:, None, :]  # (B, 1, S): the same keys for every query
+
+
+def _with_empty_row():
+    m = causal_mask(3, 4).clone()
+    m[1] = False  # query 1 may attend to nothing
+    return m  # (L, S)
+
+
+def _hidden_4d():
+    return padding_mask([5, 0, 3])[:, None, None, :]  # (B, 1, 1, S); sequence 1 is empty
+
+
+register(
+    Exercise(
+        id="ex-05-3",
+        function="masked_attention",
+        reference=masked_attention,
+        cases=[
+            Case(
+                "key padding: B=2, L=3, S=4, lengths [4, 2], mask (B, 1, S)",
+                _attention_inputs((2, 3, 5), (2, 4, 5), (2, 4, 3), _key_padding_3d, 0),
+            ),
+            Case(
+                "causal (L, S) = (4, 4) mask, batch of 2",
+                _attention_inputs((2, 4, 4), (2, 4, 4), (2, 4, 2), lambda: causal_mask(4), 1),
+            ),
+            Case(
+                "a fully masked query row: L=3, S=4, row 1 may attend to nothing",
+                _attention_inputs((3, 6), (4, 6), (4, 3), _with_empty_row, 2),
+            ),
+            Case(
+                "hidden: B=3, h=2, L=2, S=5, key mask (B, 1, 1, S), one empty sequence",
+                _attention_inputs((3, 2, 2, 4), (3, 2, 5, 4), (3, 2, 5, 3), _hidden_4d, 3),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "the mask is applied after the softmax (rows no longer sum to 1)",
+                _mask_after_softmax,
+                "mask the *scores* (set the blocked ones to -inf) and then take the softmax, so "
+                "that the remaining weights of each row sum to 1.",
+            ),
+            Misconception(
+                "a fully masked row gives NaN (softmax of a row of -inf)",
+                _naive_nan,
+                "exp(-inf - (-inf)) is NaN: give a row with no allowed key zero weights and a zero "
+                "output, e.g. torch.where(mask.any(-1, keepdim=True), weights, 0) or nan_to_num.",
+            ),
+            Misconception(
+                "masked scores set to -1e9: a fully masked row attends uniformly to everything",
+                _large_negative,
+                "a row of equal -1e9 scores has a uniform softmax, so the output averages the "
+                "padding; the course's policy is zero weights and a zero output for such a row.",
+            ),
+            Misconception(
+                "the mask is inverted (True treated as 'blocked')",
+                _inverted,
+                "True means *may attend*: keep the scores where mask is True, block where it is False.",
+            ),
+            Misconception(
+                "no 1/sqrt(d_k) scaling",
+                _unscaled,
+                "divide the scores q k^T by sqrt(d_k), the size of the last axis of query.",
+            ),
+        ],
+        hint="scores = q k^T / sqrt(d_k); set the blocked scores to -inf; softmax over the keys; "
+        "zero the rows with no allowed key; output = weights @ value. Return (output, weights).",
+    )
+)
