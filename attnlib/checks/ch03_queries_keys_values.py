@@ -1,0 +1,252 @@
+"""Chapter 03 exercises: projections, the score matrix, the row softmax, attention in matrix form."""
+
+import math
+
+import numpy as np
+
+from attnlib import numpy as anp
+from attnlib.checks.core import Case, Exercise, Misconception, register
+
+# --------------------------------------------------------------------------- references
+
+
+def project_qkv(x, w_q, w_k, w_v):
+    """x (..., L, d_model), W_Q and W_K (d_model, d_k), W_V (d_model, d_v) -> (Q, K, V)."""
+    return x @ w_q, x @ w_k, x @ w_v  # (..., L, d_k), (..., L, d_k), (..., L, d_v)
+
+
+def attention_scores(x, w_q, w_k):
+    """x (..., L, d_model), W_Q and W_K (d_model, d_k) -> Q K^T / sqrt(d_k), shape (..., L, L)."""
+    return anp.scaled_dot_scores(x @ w_q, x @ w_k)
+
+
+def row_softmax(scores):
+    """Softmax of every row (the last axis) of scores (..., L, S)."""
+    return anp.softmax(scores, dim=-1)
+
+
+def attention_output(q, k, v):
+    """q (..., L, d_k), k (..., S, d_k), v (..., S, d_v) -> softmax(q k^T / sqrt(d_k)) v, (..., L, d_v)."""
+    return anp.scaled_dot_product_attention(q, k, v)
+
+
+# --------------------------------------------------------------------------- inputs
+
+WORDS = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=np.float64)
+THIS_IS_BOOK = np.array(  # the three 5-dimensional embeddings of "This is book"
+    [[0.1, -0.3, 0.5, -0.2, 0.7], [-0.6, 0.2, 0.9, -0.1, 0.3], [0.8, -0.5, -0.4, 0.6, -0.9]]
+)
+
+
+def _worked_weights():
+    rng = np.random.RandomState(42)  # the legacy generator that np.random.seed(42) sets
+    return tuple(rng.randint(3, size=(3, 3)).astype(np.float64) for _ in range(3))
+
+
+def _worked_example():
+    return (WORDS.copy(), *_worked_weights())
+
+
+def _projections(shape_x, d_k, d_v, seed):
+    rng = np.random.default_rng(seed)
+    d_model = shape_x[-1]
+    x = rng.normal(size=shape_x)
+    return (
+        x,
+        rng.normal(size=(d_model, d_k)),
+        rng.normal(size=(d_model, d_k)),
+        rng.normal(size=(d_model, d_v)),
+    )
+
+
+def _this_is_book():
+    rng = np.random.default_rng(1)
+    return THIS_IS_BOOK.copy(), rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+
+
+def _scores_inputs(shape_x, d_k, seed):
+    x, w_q, w_k, _ = _projections(shape_x, d_k, 1, seed)
+    return x, w_q, w_k
+
+
+def _random(shape, seed, scale=1.0):
+    return (np.random.default_rng(seed).normal(size=shape) * scale,)
+
+
+def _qkv(L, S, d_k, d_v, seed, batch=()):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.normal(size=(*batch, L, d_k)) * 1.5,
+        rng.normal(size=(*batch, S, d_k)) * 1.5,
+        rng.normal(size=(*batch, S, d_v)),
+    )
+
+
+def _worked_qkv():
+    x, w_q, w_k, w_v = _worked_example()
+    return x @ w_q, x @ w_k, x @ w_v
+
+
+# --------------------------------------------------------------------------- wrong variants
+
+
+def _softmax_cols(s):
+    return anp.softmax(s, dim=-2)
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+register(
+    Exercise(
+        id="ex-03-1",
+        function="project_qkv",
+        reference=project_qkv,
+        cases=[
+            Case("the worked example: 4 words, 3x3 weights from seed 42", _worked_example),
+            Case("5 tokens, d_model=4 -> d_k=3, d_v=2", lambda: _projections((5, 4), 3, 2, 0)),
+            Case("a batch: x (2, 5, 4)", lambda: _projections((2, 5, 4), 3, 3, 1)),
+            Case(
+                "hidden: x (2, 3, 6, 8) -> d_k=4, d_v=5",
+                lambda: _projections((2, 3, 6, 8), 4, 5, 2),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "multiplying by the weights transposed (x @ W.T)",
+                lambda x, w_q, w_k, w_v: (x @ w_q.T, x @ w_k.T, x @ w_v.T),
+                "W_Q has shape (d_model, d_k): a row vector of size d_model times W_Q gives size d_k, "
+                "so write x @ W_Q with no transpose.",
+            ),
+            Misconception(
+                "keys and values swapped",
+                lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_v, x @ w_k),
+                "return (Q, K, V) in that order: K uses W_K and V uses W_V.",
+            ),
+            Misconception(
+                "one weight matrix used for all three",
+                lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_q, x @ w_q),
+                "each of Q, K and V has its own learned projection.",
+            ),
+        ],
+        hint="Q = x W_Q, K = x W_K, V = x W_V; x has shape (..., L, d_model).",
+    )
+)
+
+register(
+    Exercise(
+        id="ex-03-2",
+        function="attention_scores",
+        reference=attention_scores,
+        cases=[
+            Case('"This is book": 3 tokens, d_model=5, d_k=3', _this_is_book),
+            Case("6 tokens, d_model=4, d_k=2", lambda: _scores_inputs((6, 4), 2, 3)),
+            Case("a batch: x (2, 4, 6), d_k=3", lambda: _scores_inputs((2, 4, 6), 3, 4)),
+            Case("hidden: x (3, 5, 8), d_k=4", lambda: _scores_inputs((3, 5, 8), 4, 5), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "no 1/sqrt(d_k)",
+                lambda x, w_q, w_k: (x @ w_q) @ _t(x @ w_k),
+                "divide the dot products by sqrt(d_k) (d_k = W_Q.shape[-1]).",
+            ),
+            Misconception(
+                "sqrt(d_model) instead of sqrt(d_k)",
+                lambda x, w_q, w_k: (x @ w_q) @ _t(x @ w_k) / math.sqrt(x.shape[-1]),
+                "the scale is the size of a query/key vector, d_k = W_Q.shape[-1], not the embedding "
+                "size d_model = x.shape[-1].",
+            ),
+            Misconception(
+                "divided by d_k instead of sqrt(d_k)",
+                lambda x, w_q, w_k: (x @ w_q) @ _t(x @ w_k) / w_q.shape[-1],
+                "the standard deviation of q.k grows like sqrt(d_k): divide by its square root.",
+            ),
+            Misconception(
+                "forgetting the transpose (Q @ K)",
+                lambda x, w_q, w_k: (x @ w_q) @ (x @ w_k) / math.sqrt(w_q.shape[-1]),
+                "entry (i, j) is q_i . k_j: multiply Q by K transposed, Q @ K.T "
+                "(np.swapaxes(K, -1, -2) for batches).",
+            ),
+            Misconception(
+                "the scores transposed (K Q^T)",
+                lambda x, w_q, w_k: (x @ w_k) @ _t(x @ w_q) / math.sqrt(w_q.shape[-1]),
+                "row i belongs to query i: put Q on the left, Q @ K^T.",
+            ),
+        ],
+        hint="Q = x W_Q, K = x W_K, scores = Q K^T / sqrt(d_k), shape (..., L, L).",
+    )
+)
+
+register(
+    Exercise(
+        id="ex-03-3",
+        function="row_softmax",
+        reference=row_softmax,
+        cases=[
+            Case("2 queries, 4 keys", lambda: _random((2, 4), 6, 2.0)),
+            Case("square 4 x 4", lambda: _random((4, 4), 7, 2.0)),
+            Case("a batch (2, 3, 5)", lambda: _random((2, 3, 5), 8, 2.0)),
+            Case("hidden: (2, 2, 3, 6)", lambda: _random((2, 2, 3, 6), 9, 3.0), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "softmax over the wrong axis (columns)",
+                _softmax_cols,
+                "each query's weights over the keys must sum to 1: normalise along the last axis "
+                "(axis=-1, keepdims=True), not down the columns.",
+            ),
+            Misconception(
+                "normalised over the whole array",
+                lambda s: np.exp(s) / np.exp(s).sum(),
+                "sum along the last axis only, with keepdims=True, so that every row sums to 1.",
+            ),
+            Misconception(
+                "no exponential",
+                lambda s: s / s.sum(axis=-1, keepdims=True),
+                "softmax is exp(s) / sum(exp(s)); without exp weights can be negative.",
+            ),
+        ],
+        hint="w[..., i, j] = exp(s[..., i, j]) / sum_j' exp(s[..., i, j']); every row sums to 1.",
+    )
+)
+
+register(
+    Exercise(
+        id="ex-03-4",
+        function="attention_output",
+        reference=attention_output,
+        cases=[
+            Case("the worked example's Q, K, V (4 words)", _worked_qkv),
+            Case("2 queries, 5 keys, d_k=4, d_v=3", lambda: _qkv(2, 5, 4, 3, 10)),
+            Case("a batch of 2: 3 queries, 3 keys, d_k=2, d_v=5", lambda: _qkv(3, 3, 2, 5, 11, (2,))),
+            Case(
+                "hidden: (2, 2) batch, 4 queries, 6 keys", lambda: _qkv(4, 6, 8, 3, 12, (2, 2)), hidden=True
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "no 1/sqrt(d_k)",
+                lambda q, k, v: anp.softmax(q @ _t(k), dim=-1) @ v,
+                "scale the scores by 1/sqrt(d_k) before the softmax.",
+            ),
+            Misconception(
+                "softmax over the wrong axis (columns)",
+                lambda q, k, v: anp.softmax(q @ _t(k) / math.sqrt(q.shape[-1]), dim=-2) @ v,
+                "the weights of one query sum to 1 over the keys: softmax along the last axis.",
+            ),
+            Misconception(
+                "sqrt(d_v) instead of sqrt(d_k)",
+                lambda q, k, v: anp.softmax(q @ _t(k) / math.sqrt(v.shape[-1]), dim=-1) @ v,
+                "the scale comes from the size of the vectors in the dot product, d_k = q.shape[-1].",
+            ),
+            Misconception(
+                "the weights transposed (W^T V)",
+                lambda q, k, v: _t(anp.softmax(q @ _t(k) / math.sqrt(q.shape[-1]), dim=-1)) @ v,
+                "output row i is sum_j w_ij v_j: weights (L, S) @ values (S, d_v).",
+            ),
+        ],
+        hint="softmax(Q K^T / sqrt(d_k), along the keys) @ V, shape (..., L, d_v).",
+    )
+)
