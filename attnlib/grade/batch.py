@@ -1,0 +1,136 @@
+"""Grade every submission of a folder, in parallel, resumably."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+
+from attnlib import assign
+from attnlib.grade import report, sandbox
+from attnlib.grade.registry import load_exercise
+from attnlib.grade.runner import ROOT, Settings, grade_submission
+from attnlib.grade.submission import Assignment, find_submissions, resolve_assignment
+
+
+def load_assignment(spec: str) -> Assignment:
+    path = resolve_assignment(spec, ROOT)
+    nb = nbformat.read(path, as_version=4)
+    points = {k: float(v) for k, v in assign.exercise_ids(nb).items()}
+    if not points:
+        raise ValueError(f"{path} has no exercise cells (metadata attnlib.exercise)")
+    functions = {ex_id: load_exercise(ex_id).function for ex_id in points}
+    return Assignment(path=path, points=points, functions=functions)
+
+
+def grade(
+    assignment_spec: str,
+    submissions: Path,
+    out: Path,
+    jobs: int | None = None,
+    force: bool = False,
+    settings: Settings | None = None,
+    progress_stream=None,
+    quiet: bool = False,
+) -> list[dict]:
+    """Grade ``submissions`` against the exercise notebook ``assignment_spec``; return the records.
+
+    Writes ``out/grades.csv`` (first with every student pending, then after
+    each finished student), ``out/feedback/<student>.md`` and
+    ``out/<student>/results.json``. A student whose ``record.json`` exists and
+    whose submission file is unchanged is kept unless ``force``.
+    """
+    started = time.monotonic()
+    assignment = load_assignment(assignment_spec)
+    exercises = {ex_id: load_exercise(ex_id) for ex_id in assignment.points}
+    ex_ids = list(assignment.points)
+    out = Path(out).resolve()
+    submissions = Path(submissions).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if settings is None:
+        settings = Settings(out=out)
+    settings.out = out
+    if settings.isolation == "auto":
+        settings.isolation = sandbox.probe()
+    hide = {str(submissions), str(out), str(ROOT / "solutions"), *map(str, settings.hide)}
+    settings.hide = sorted(hide)
+    jobs = max(1, jobs or min(2, os.cpu_count() or 1))
+
+    subs = find_submissions(submissions, assignment.path.stem)
+    records: dict[str, dict] = {}
+    todo = []
+    for sub in subs:
+        old = None if force else report.load_record(out, sub.student)
+        if old is not None and old.get("digest") == sub.digest and old.get("status") not in ("interrupted",):
+            records[sub.student] = old
+        else:
+            records[sub.student] = report.pending_record(sub.student, str(sub.path), assignment.points)
+            todo.append(sub)
+    order = [s.student for s in subs]
+    lock = threading.Lock()
+
+    def write_csv():
+        report.write_csv(out, [records[s] for s in order], ex_ids)
+
+    write_csv()
+    progress = report.Progress(len(subs), progress_stream)
+    if not quiet:
+        for sub in subs:
+            if sub not in todo:
+                progress.update(records[sub.student], skipped=True)
+    stop = threading.Event()
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(jobs):
+        slots.put(slot)
+
+    def work(sub):
+        if stop.is_set():
+            return
+        slot = slots.get()
+        try:
+            try:
+                record = grade_submission(sub, assignment, exercises, settings, slot, stop)
+            except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
+                record = report.pending_record(sub.student, str(sub.path), assignment.points)
+                record.update(status="grader-error", incidents=[f"{type(exc).__name__}: {exc}"[:300]])
+                record["digest"] = sub.digest
+        finally:
+            slots.put(slot)
+        if record.get("status") != "interrupted":
+            report.write_student(out, record, assignment.path.stem)
+        with lock:
+            records[sub.student] = record
+            write_csv()
+            if not quiet:
+                progress.update(record)
+
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = [pool.submit(work, sub) for sub in todo]
+    try:
+        for future in futures:
+            while True:
+                try:
+                    future.result(timeout=0.5)
+                    break
+                except TimeoutError:
+                    continue
+    except KeyboardInterrupt:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        with lock:
+            write_csv()
+        raise
+    pool.shutdown(wait=True)
+    try:
+        (out / ".work").rmdir()
+    except OSError:
+        pass
+    final = [records[s] for s in order]
+    if not quiet:
+        print(report.summary(final, ex_ids, settings.isolation, time.monotonic() - started), flush=True)
+    return final

@@ -1,0 +1,171 @@
+"""The program that runs inside a submission's sandboxed process.
+
+It reads its plan (the learner's code cells, where to evaluate each exercise,
+the sandbox settings) as JSON from stdin, confines itself (see
+:mod:`attnlib.grade.sandbox`), then executes the cells one by one in a fresh
+namespace. Right after each exercise's answer cell (where the notebook's check
+cell stood) it calls :func:`attnlib.checks.run_case` on the learner's function
+for every case, hidden ones included, and sends each output (or the error's
+type and first line) to the grader as one JSON line on the event pipe.
+
+Nothing is judged here: the grader's own process compares the outputs with the
+reference, so whatever the learner's code patches in this process (NumPy,
+torch, ``attnlib.checks``) cannot change a verdict.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return line[:limit]
+
+
+class _Channel:
+    """Writes JSON lines to the grader's event pipe with references taken before learner code runs."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._write = os.write
+        self._dumps = json.dumps
+
+    def send(self, **message) -> None:
+        data = (self._dumps(message) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            try:
+                n = self._write(self.fd, view)
+            except InterruptedError:
+                continue
+            except OSError:
+                return  # the pipe is gone: the grader notices the missing messages
+            view = view[n:]
+
+
+def _error_line(exc: BaseException, cell_name: str) -> int | None:
+    if isinstance(exc, SyntaxError) and exc.filename == cell_name:
+        return exc.lineno
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == cell_name:
+            line = lineno
+    return line
+
+
+def main() -> None:
+    plan = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+    from attnlib.grade import sandbox
+
+    sandbox.set_pdeathsig()
+    channel = _Channel(int(plan["fd"]))
+    try:
+        isolation = sandbox.enter(plan["sandbox"])
+    except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise
+        channel.send(t="fatal", message=f"sandbox setup failed: {type(exc).__name__}: {exc}")
+        os._exit(3)
+
+    # Trusted imports and references, taken before any learner code runs.
+    import numpy  # noqa: F401  (warm import, so the first cell's time is the learner's)
+
+    from attnlib.checks import core
+    from attnlib.grade.registry import load_exercise
+    from attnlib.grade.wire import encode
+
+    run_case = core.run_case
+    not_attempted = core.NotAttempted
+    exercises = {}
+    for ex_id in plan["exercises"]:
+        exercises[ex_id] = load_exercise(ex_id)
+    core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
+    try:
+        import attnlib.checks as checks_pkg
+
+        checks_pkg.check = core.check
+    except ImportError:
+        pass
+    channel.send(t="hello", isolation=isolation, pid=os.getpid())
+
+    skip_cells = set(plan.get("skip_cells", []))
+    skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
+    evaluate_after: dict[str, list[str]] = plan.get("evaluate_after", {})
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+    seen_function: dict[str, object] = {}
+    attempted: dict[str, bool] = {}
+    monotonic = time.monotonic
+
+    def evaluate(ex_id: str, phase: str) -> None:
+        exercise = exercises[ex_id]
+        name = exercise.function
+        func = ns.get(name)
+        seen_function[ex_id] = func
+        attempted[ex_id] = False
+        for case in exercise.cases:
+            if (ex_id, case.name) in skip_cases:
+                continue
+            channel.send(t="step", kind="case", ex=ex_id, case=case.name)
+            start = monotonic()
+            msg = {"t": "case", "ex": ex_id, "case": case.name, "phase": phase}
+            if func is None:
+                msg.update(kind="missing", etype="NameError", text=f"no function named {name} is defined")
+            elif not callable(func):
+                msg.update(kind="error", etype="TypeError", text=f"{name} is not a function")
+            else:
+                try:
+                    out = run_case(func, case)
+                    msg.update(kind="value", value=encode(out))
+                    attempted[ex_id] = True
+                except not_attempted:
+                    msg.update(kind="not-attempted")
+                except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+                    msg.update(kind="error", etype=type(exc).__name__, text=_first_line(exc))
+                    attempted[ex_id] = True
+            msg["seconds"] = round(monotonic() - start, 4)
+            channel.send(**msg)
+
+    for index, source in plan["cells"]:
+        if index not in skip_cells:
+            cell_name = f"<cell {index}>"
+            channel.send(t="step", kind="cell", cell=index)
+            start = monotonic()
+            try:
+                code = compile(source, cell_name, "exec")
+                exec(code, ns)  # noqa: S102 - running the learner's code is the point
+            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+                channel.send(
+                    t="cell-error",
+                    cell=index,
+                    etype=type(exc).__name__,
+                    text=_first_line(exc),
+                    line=_error_line(exc, cell_name),
+                )
+            channel.send(t="cell-done", cell=index, seconds=round(monotonic() - start, 4))
+        for ex_id in evaluate_after.get(str(index), []):
+            evaluate(ex_id, "cell")
+    for ex_id in plan.get("evaluate_at_end", []):
+        evaluate(ex_id, "end")
+    # An exercise that was not attempted where its check stood, but whose
+    # function was redefined further down, is evaluated again at the end.
+    for ex_id, exercise in exercises.items():
+        if ex_id in seen_function and not attempted.get(ex_id):
+            func = ns.get(exercise.function)
+            if func is not None and func is not seen_function[ex_id]:
+                evaluate(ex_id, "end")
+    channel.send(t="done")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Find the submissions of a class and turn a notebook into the harness's plan."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+CHECK_CALL = re.compile(r"^\s*check\s*\(")
+MAGIC = re.compile(r"^(\s*)[%!]")
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_NOTEBOOK_BYTES = 64 << 20
+# answer cells that reach for the reference instead of computing it
+SUSPICIOUS = re.compile(r"attnlib\.checks|get_exercise|all_exercises|_REGISTRY|solutions/|\.reference\b")
+
+
+@dataclass
+class Submission:
+    """One submission: who, which file, and a fingerprint of its bytes."""
+
+    student: str
+    path: Path
+    digest: str = ""
+
+
+@dataclass
+class Assignment:
+    """The exercises of the notebook being graded: ``{id: points}`` in notebook order."""
+
+    path: Path
+    points: dict[str, float]
+    functions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def max_points(self) -> float:
+        return float(sum(self.points.values()))
+
+
+class Unreadable(Exception):
+    """A submission that is not a notebook the grader can read."""
+
+
+def safe_name(name: str) -> str:
+    cleaned = SAFE_NAME.sub("_", name).strip("._") or "student"
+    return cleaned[:100]
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return "unreadable"
+    return h.hexdigest()
+
+
+def find_submissions(folder: Path, assignment_stem: str) -> list[Submission]:
+    """Every submission under ``folder``: ``<student>.ipynb`` files and nbgrader's
+    ``<student>/<assignment>/<notebook>.ipynb`` folders (any other file at the top
+    is a submission too, and will be reported unreadable). Students are unique."""
+    found: list[Submission] = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith(".") or entry.name.startswith("__"):
+            continue
+        if entry.is_dir():
+            notebooks = sorted(p for p in entry.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+            if not notebooks:
+                found.append(Submission(entry.name, entry))
+                continue
+            named = [p for p in notebooks if p.stem == assignment_stem]
+            in_assignment = [p for p in notebooks if p.parent.name == assignment_stem]
+            pick = (named or in_assignment or notebooks)[0]
+            found.append(Submission(entry.name, pick))
+        elif entry.is_file():
+            student = entry.stem if entry.suffix == ".ipynb" else entry.name
+            found.append(Submission(student, entry))
+    seen: dict[str, int] = {}
+    for sub in found:
+        base = safe_name(sub.student)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        sub.student = base if n == 0 else f"{base}-{n + 1}"
+        sub.digest = file_digest(sub.path) if sub.path.is_file() else "missing"
+    return found
+
+
+def resolve_assignment(spec: str, root: Path) -> Path:
+    """A notebook path, or a stem such as ``00-how-to-use`` looked up in ``exercises/``."""
+    path = Path(spec)
+    if path.suffix == ".ipynb" and path.is_file():
+        return path
+    for candidate in (root / "exercises" / f"{spec}.ipynb", Path("exercises") / f"{spec}.ipynb"):
+        if candidate.is_file():
+            return candidate
+    matches = sorted((root / "exercises").glob(f"{spec}*.ipynb"))
+    if len(matches) == 1:
+        return matches[0]
+    raise FileNotFoundError(f"no exercise notebook {spec!r} (looked in {root / 'exercises'})")
+
+
+def _meta(cell) -> dict:
+    meta = cell.get("metadata", {}).get("attnlib", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Read any nbformat version as v4; :class:`Unreadable` with a reason otherwise."""
+    if not path.is_file():
+        raise Unreadable("no notebook found in this submission")
+    if path.suffix != ".ipynb":
+        raise Unreadable(f"not a notebook: {path.name}")
+    size = path.stat().st_size
+    if size == 0:
+        raise Unreadable("the file is empty")
+    if size > MAX_NOTEBOOK_BYTES:
+        raise Unreadable(f"the file is too large ({size} bytes)")
+    try:
+        text = path.read_bytes().decode("utf-8")
+        raw = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Unreadable(f"not a notebook (not JSON: {str(exc)[:80]})") from None
+    if not isinstance(raw, dict) or "nbformat" not in raw:
+        raise Unreadable("not a notebook (no nbformat field)")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
+        raise Unreadable(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:80]}") from None
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        raise Unreadable("the notebook has no cell list")
+    return nb
+
+
+def _cell_source(cell) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(str(s) for s in source)
+    return str(source)
+
+
+def _strip_magics(source: str) -> tuple[str, bool]:
+    """Replace IPython magics and shell escapes (plain Python cannot run them) with ``pass``."""
+    lines = source.splitlines()
+    changed = False
+    if lines and lines[0].lstrip().startswith("%%"):
+        lines = lines[1:]  # a cell magic such as %%time: run the body
+        changed = True
+    out = []
+    for line in lines:
+        match = MAGIC.match(line)
+        if match:
+            out.append(f"{match.group(1)}pass  # removed by the grader: {line.strip()[:60]}")
+            changed = True
+        else:
+            out.append(line)
+    return "\n".join(out), changed
+
+
+def is_check_cell(cell) -> bool:
+    meta = _meta(cell)
+    tags = cell.get("metadata", {}).get("tags", []) or []
+    if "check" in meta or (isinstance(tags, list) and "check" in tags):
+        return True
+    lines = [ln for ln in _cell_source(cell).splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return bool(lines) and all(CHECK_CALL.match(ln) for ln in lines)
+
+
+def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
+    """The harness plan for a submission; also the notes and the review reasons.
+
+    Check cells are dropped; each exercise is evaluated right after its answer
+    cell (found by its metadata, else as the last cell defining the function),
+    or at the end of the notebook when neither is found.
+    """
+    notes: list[str] = []
+    review: list[str] = []
+    cells: list[list] = []
+    by_meta: dict[str, int] = {}
+    by_def: dict[str, int] = {}
+    magic_cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        if is_check_cell(cell):
+            continue
+        source, changed = _strip_magics(_cell_source(cell))
+        if changed:
+            magic_cells.append(index)
+        cells.append([index, source])
+        ex_id = _meta(cell).get("exercise")
+        if isinstance(ex_id, str) and ex_id in assignment.points:
+            if ex_id in by_meta:
+                notes.append(f"{ex_id}: more than one answer cell; the last one counts")
+            by_meta[ex_id] = index
+        for ex_id, fname in assignment.functions.items():
+            if re.search(rf"^\s*def\s+{re.escape(fname)}\s*\(", source, re.M):
+                by_def[ex_id] = index
+    if magic_cells:
+        notes.append(f"IPython magics and shell commands were skipped in cells {magic_cells}")
+    evaluate_after: dict[str, list[str]] = {}
+    at_end: list[str] = []
+    located = 0
+    sources = {i: s for i, s in cells}
+    for ex_id in assignment.points:
+        if ex_id in by_meta:
+            where = by_meta[ex_id]
+            located += 1
+        elif ex_id in by_def:
+            where = by_def[ex_id]
+            located += 1
+            notes.append(f"{ex_id}: the answer cell lost its metadata; found it by its function name")
+        else:
+            at_end.append(ex_id)
+            continue
+        evaluate_after.setdefault(str(where), []).append(ex_id)
+        if SUSPICIOUS.search(sources.get(where, "")):
+            review.append(f"{ex_id}: the answer cell refers to the checker or the solutions")
+    if assignment.points and located == 0:
+        review.append("none of the assignment's answer cells is in this notebook: is it the right one?")
+    plan = {"cells": cells, "evaluate_after": evaluate_after, "evaluate_at_end": at_end}
+    return plan, notes, review

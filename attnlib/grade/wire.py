@@ -1,0 +1,84 @@
+"""The wire format between the sandboxed harness and the grader.
+
+The harness sends one JSON object per line on a pipe. A learner's output (what
+:func:`attnlib.checks.run_case` returns: arrays, tuples, dicts, None) travels
+as a JSON *structure* whose arrays are raw little buffers in base64, with the
+dtype restricted to booleans and numbers. Decoding never unpickles anything
+and never builds an object array, so data forged by the learner's code can at
+worst be wrong, never dangerous.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+# dtype kinds that may cross the wire: bool, signed, unsigned, float, complex
+_KINDS = set("biufc")
+MAX_ARRAY_BYTES = 64 << 20
+MAX_DEPTH = 16
+
+
+class WireError(ValueError):
+    """A message from the harness that does not follow the format."""
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """Turn the output of ``to_arrays`` into JSON-ready data (``TypeError`` for anything else)."""
+    if depth > MAX_DEPTH:
+        raise TypeError("the output is nested too deeply")
+    if value is None:
+        return {"k": "none"}
+    if isinstance(value, np.ndarray):
+        arr = np.ascontiguousarray(value)
+        if arr.dtype.kind not in _KINDS:
+            raise TypeError(f"cannot compare an array of dtype {arr.dtype}")
+        if arr.nbytes > MAX_ARRAY_BYTES:
+            raise TypeError(f"the output array is too large ({arr.nbytes} bytes)")
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        return {
+            "k": "array",
+            "dtype": arr.dtype.str,
+            "shape": list(arr.shape),
+            "data": base64.b64encode(arr.tobytes()).decode("ascii"),
+        }
+    if isinstance(value, tuple | list):
+        return {"k": "tuple", "items": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        return {"k": "dict", "items": {str(k): encode(v, depth + 1) for k, v in value.items()}}
+    raise TypeError(f"cannot compare a value of type {type(value).__name__}")
+
+
+def decode(data: Any, depth: int = 0) -> Any:
+    """The inverse of :func:`encode`; raises :class:`WireError` on anything unexpected."""
+    if depth > MAX_DEPTH or not isinstance(data, dict):
+        raise WireError("malformed output")
+    kind = data.get("k")
+    if kind == "none":
+        return None
+    if kind == "tuple":
+        items = data.get("items")
+        if not isinstance(items, list):
+            raise WireError("malformed tuple")
+        return tuple(decode(v, depth + 1) for v in items)
+    if kind == "dict":
+        items = data.get("items")
+        if not isinstance(items, dict):
+            raise WireError("malformed dict")
+        return {str(k): decode(v, depth + 1) for k, v in items.items()}
+    if kind == "array":
+        try:
+            dtype = np.dtype(str(data["dtype"]))
+            shape = tuple(int(n) for n in data["shape"])
+            raw = base64.b64decode(str(data["data"]), validate=True)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireError(f"malformed array: {exc}") from None
+        if dtype.kind not in _KINDS or dtype.hasobject or any(n < 0 for n in shape):
+            raise WireError(f"array of dtype {dtype} is not allowed")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if count * dtype.itemsize != len(raw) or len(raw) > MAX_ARRAY_BYTES:
+            raise WireError("array size does not match its shape")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    raise WireError(f"unknown output kind {kind!r}")
