@@ -1,0 +1,162 @@
+"""Chapter 01 exercises: the encoder's context vector, and exact-sequence accuracy."""
+
+import torch
+from torch import nn
+
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.seq2seq import EOS, PAD, exact_match, final_state_context
+
+
+def context_vector(embedding: nn.Embedding, gru: nn.GRU, src: torch.Tensor, lengths: torch.Tensor):
+    """The top layer's GRU state after each sequence's last real token: (B, S) -> (B, H)."""
+    return final_state_context(embedding, gru, src, lengths)
+
+
+def _encoder_inputs(rows, hidden=5, layers=1, seed=0):
+    torch.manual_seed(seed)
+    embedding = nn.Embedding(13, 4, padding_idx=PAD)
+    gru = nn.GRU(4, hidden, num_layers=layers, batch_first=True)
+    width = max(len(r) for r in rows)
+    src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
+    lengths = torch.tensor([len(r) for r in rows])
+    return embedding, gru, src, lengths
+
+
+def _run_all(embedding, gru, src):
+    return gru(embedding(src))  # outputs (B, S, H), h_n (L, B, H)
+
+
+def _bottom_layer_state(embedding, gru, src, lengths):
+    x = embedding(src)  # (B, S, E)
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    return gru(packed)[1][0]  # h_n[0]: the first layer
+
+
+register(
+    Exercise(
+        id="ex-01-1",
+        function="context_vector",
+        reference=context_vector,
+        cases=[
+            Case(
+                "two sequences of length 4, no padding",
+                lambda: _encoder_inputs([[4, 5, 6, 7], [12, 3, 8, 8]]),
+            ),
+            Case(
+                "three sequences of lengths 5, 2, 3 (padded)",
+                lambda: _encoder_inputs([[4, 5, 6, 7, 8], [9, 10], [3, 3, 11]], seed=1),
+            ),
+            Case(
+                "two layers, lengths 3 and 6",
+                lambda: _encoder_inputs([[5, 6, 7], [8, 9, 10, 11, 12, 3]], hidden=3, layers=2, seed=2),
+            ),
+            Case(
+                "hidden: four sequences of lengths 1, 6, 4, 2",
+                lambda: _encoder_inputs(
+                    [[7], [3, 4, 5, 6, 7, 8], [12, 11, 10, 9], [6, 6]], hidden=6, layers=2, seed=3
+                ),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "the state after the last column, padding included",
+                lambda e, g, s, n: _run_all(e, g, s)[1][-1],
+                "the GRU keeps updating its state on PAD tokens: take the state at position "
+                "lengths[b] - 1 (gather it from the outputs, or pack the sequence).",
+            ),
+            Misconception(
+                "the state after the first token",
+                lambda e, g, s, n: _run_all(e, g, s)[0][:, 0],
+                "the context is the state after the encoder has read the whole source, not the first token.",
+            ),
+            Misconception(
+                "the average of the encoder states",
+                lambda e, g, s, n: _run_all(e, g, s)[0].mean(dim=1),
+                "the context vector is one state, the last one; averaging the states is a different "
+                "(attention-like) summary.",
+            ),
+            Misconception(
+                "the bottom layer's final state",
+                _bottom_layer_state,
+                "h_n has one row per layer, the bottom layer first: the context is h_n[-1].",
+            ),
+        ],
+        rtol=1e-5,
+        atol=1e-6,
+        hint="run the GRU over embedding(src) and keep, for each sequence b, its state after "
+        "position lengths[b] - 1 in the top layer; the result has shape (B, H).",
+    )
+)
+
+
+def exact_sequence_accuracy(pred: torch.Tensor, tgt: torch.Tensor):
+    """Share of rows where pred equals tgt at every position where tgt is not PAD."""
+    return exact_match(torch.as_tensor(pred), torch.as_tensor(tgt)).double().mean()
+
+
+def _acc_inputs(pred, tgt):
+    return torch.tensor(pred), torch.tensor(tgt)
+
+
+E = EOS
+_TGT = [[4, 5, 6, E, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]]
+
+register(
+    Exercise(
+        id="ex-01-2",
+        function="exact_sequence_accuracy",
+        reference=exact_sequence_accuracy,
+        cases=[
+            Case(
+                "4 sequences, 2 right, one with a wrong token",
+                lambda: _acc_inputs(
+                    [[4, 5, 6, E, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 3, E], [4, E, 0, 0, 0, 0]], _TGT
+                ),
+            ),
+            Case(
+                "the model writes junk after its EOS",
+                lambda: _acc_inputs(
+                    [[4, 5, 6, E, 7, 7], [7, 8, E, 3, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]], _TGT
+                ),
+            ),
+            Case(
+                "a missing EOS and one wrong token",
+                lambda: _acc_inputs(
+                    [[4, 5, 6, 6, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [5, E, 8, 8, 8, 8]], _TGT
+                ),
+            ),
+            Case(
+                "hidden: 3 sequences of different lengths",
+                lambda: _acc_inputs(
+                    [[3, 4, E, 9, 9], [5, 6, 7, 8, E], [12, E, 0, 0, 0]],
+                    [[3, 4, E, 0, 0], [5, 6, 7, 8, E], [11, E, 0, 0, 0]],
+                ),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "token accuracy over every position, PAD included",
+                lambda p, t: (p == t).double().mean(),
+                "one wrong token makes the whole sequence wrong: compare whole sequences, not tokens.",
+            ),
+            Misconception(
+                "token accuracy over the real (non-PAD) tokens",
+                lambda p, t: ((p == t) & (t != PAD)).sum().double() / (t != PAD).sum(),
+                "that is token accuracy; exact-sequence accuracy counts a sequence as right only when "
+                "every one of its tokens is right.",
+            ),
+            Misconception(
+                "whole rows compared, PAD positions included",
+                lambda p, t: (p == t).all(dim=1).double().mean(),
+                "ignore the positions where the target is PAD: what a model writes after its EOS "
+                "does not count against it.",
+            ),
+        ],
+        rtol=1e-9,
+        atol=1e-9,
+        hint="a row is right when pred == tgt at every position where tgt != PAD; "
+        "return the share of right rows.",
+    )
+)
