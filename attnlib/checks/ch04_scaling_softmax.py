@@ -1,0 +1,274 @@
+"""Chapter 04 exercises: a stable softmax, log-sum-exp, the scaled scores, stable attention weights."""
+
+import math
+
+import numpy as np
+
+from attnlib import numpy as anp
+from attnlib.checks.core import Case, Exercise, Misconception, register
+
+# --------------------------------------------------------------------------- references
+
+
+def stable_softmax(x):
+    """Softmax along the last axis of x (..., S), safe for any finite logits."""
+    return anp.softmax(x, dim=-1)
+
+
+def log_sum_exp(x):
+    """log(sum(exp(x))) along the last axis: (..., S) -> (...)."""
+    return anp.logsumexp(x, dim=-1)
+
+
+def scaled_scores(q, k):
+    """q (..., L, d_k), k (..., S, d_k) -> q k^T / sqrt(d_k), shape (..., L, S)."""
+    return anp.scaled_dot_scores(q, k)
+
+
+def attention_weights(x, w_q, w_k):
+    """x (..., L, d_model), W_Q and W_K (d_model, d_k) -> softmax(Q K^T / sqrt(d_k)) (..., L, L)."""
+    return anp.softmax(anp.scaled_dot_scores(x @ w_q, x @ w_k), dim=-1)
+
+
+# --------------------------------------------------------------------------- wrong variants
+# numpy warnings (overflow, 0/0) are silenced: these run inside the checker, and the
+# learner should read the checker's message, not a RuntimeWarning.
+
+
+def _quiet(fn):
+    def wrapped(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    return wrapped
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+@_quiet
+def _softmax_no_shift(x):
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@_quiet
+def _softmax_wrong_axis(x):
+    e = np.exp(x - x.max(axis=-2, keepdims=True))
+    return e / e.sum(axis=-2, keepdims=True)
+
+
+@_quiet
+def _softmax_global_max(x):
+    e = np.exp(x - x.max())
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@_quiet
+def _lse_naive(x):
+    return np.log(np.exp(x).sum(axis=-1))
+
+
+@_quiet
+def _lse_max_not_added_back(x):
+    m = x.max(axis=-1, keepdims=True)
+    return np.log(np.exp(x - m).sum(axis=-1))
+
+
+@_quiet
+def _lse_global_max(x):
+    m = x.max()
+    return m + np.log(np.exp(x - m).sum(axis=-1))
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _logits(shape, seed, scale=3.0, shift=0.0):
+    return (np.random.default_rng(seed).normal(size=shape) * scale + shift,)
+
+
+def _rows_far_apart():
+    # row 1 sits 1000 below row 0: subtracting the global max underflows all of row 1 to 0
+    return (np.array([[0.0, 1.0, 2.0, 0.5], [-1000.0, -999.0, -998.0, -1001.0]]),)
+
+
+def _logits_1000():
+    return (np.array([[1000.0, 1001.0, 1002.0], [3.0, 1.0, 0.2]]),)
+
+
+def _qk(L, S, d_k, seed, batch=()):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(*batch, L, d_k)), rng.normal(size=(*batch, S, d_k))
+
+
+def _x_wq_wk(shape_x, d_k, seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    d_model = shape_x[-1]
+    x = rng.normal(size=shape_x) * scale
+    return x, rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_k))
+
+
+THIS_IS_BOOK = np.array(
+    [[0.1, -0.3, 0.5, -0.2, 0.7], [-0.6, 0.2, 0.9, -0.1, 0.3], [0.8, -0.5, -0.4, 0.6, -0.9]]
+)
+
+
+def _this_is_book():
+    rng = np.random.default_rng(1)
+    return THIS_IS_BOOK * 3.0, rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+
+
+# --------------------------------------------------------------------------- exercises
+
+register(
+    Exercise(
+        id="ex-04-1",
+        function="stable_softmax",
+        reference=stable_softmax,
+        cases=[
+            Case("small logits (2, 4)", lambda: _logits((2, 4), 0)),
+            Case("logits near 1000", _logits_1000),
+            Case("two rows 1000 apart", _rows_far_apart),
+            Case(
+                "hidden: a batch (2, 3, 5) of logits near 800",
+                lambda: _logits((2, 3, 5), 1, 5.0, 800.0),
+                hidden=True,
+            ),
+            Case("hidden: logits near -900 (4, 6)", lambda: _logits((4, 6), 2, 2.0, -900.0), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "no max subtraction (exp overflows or underflows)",
+                _softmax_no_shift,
+                "exp(1000) is inf in float64 (inf/inf is NaN) and exp(-1000) is 0 (0/0 is NaN): subtract "
+                "each row's maximum before np.exp; the softmax does not change.",
+            ),
+            Misconception(
+                "softmax over the wrong axis (columns)",
+                _softmax_wrong_axis,
+                "the weights of one row sum to 1: take max and sum along axis=-1 with keepdims=True.",
+            ),
+            Misconception(
+                "subtracting the global max instead of the row max",
+                _softmax_global_max,
+                "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
+                "each row's own maximum, x.max(axis=-1, keepdims=True).",
+            ),
+        ],
+        hint="w = exp(x - m) / sum(exp(x - m)) with m the maximum of each row (axis=-1, keepdims=True).",
+    )
+)
+
+register(
+    Exercise(
+        id="ex-04-2",
+        function="log_sum_exp",
+        reference=log_sum_exp,
+        cases=[
+            Case("small logits (3, 4)", lambda: _logits((3, 4), 3)),
+            Case("logits near 1000", _logits_1000),
+            Case("two rows 1000 apart", _rows_far_apart),
+            Case(
+                "hidden: a batch (2, 2, 7) near -750", lambda: _logits((2, 2, 7), 4, 4.0, -750.0), hidden=True
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "log(sum(exp(x))) computed naively (overflow)",
+                _lse_naive,
+                "exp(1000) overflows: use logsumexp(x) = m + log(sum(exp(x - m))) with m the row maximum.",
+            ),
+            Misconception(
+                "the maximum is not added back",
+                _lse_max_not_added_back,
+                "log(sum(exp(x - m))) is logsumexp(x) - m: add m back.",
+            ),
+            Misconception(
+                "subtracting the global max instead of the row max",
+                _lse_global_max,
+                "a row far below the global maximum underflows to log(0) = -inf: use each row's own "
+                "maximum, x.max(axis=-1, keepdims=True).",
+            ),
+        ],
+        hint="reduce the last axis: the result has shape x.shape[:-1]; m + log(sum(exp(x - m))).",
+    )
+)
+
+register(
+    Exercise(
+        id="ex-04-3",
+        function="scaled_scores",
+        reference=scaled_scores,
+        cases=[
+            Case("2 queries, 3 keys, d_k=4", lambda: _qk(2, 3, 4, 5)),
+            Case("4 queries, 4 keys, d_k=16", lambda: _qk(4, 4, 16, 6)),
+            Case("a batch of 2: 3 queries, 5 keys, d_k=9", lambda: _qk(3, 5, 9, 7, (2,))),
+            Case("hidden: (2, 4) batch and heads, d_k=64", lambda: _qk(5, 6, 64, 8, (2, 4)), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "forgetting the scale",
+                lambda q, k: q @ _t(k),
+                "divide by sqrt(d_k) so that the scores keep unit variance as d_k grows.",
+            ),
+            Misconception(
+                "divided by d_k instead of sqrt(d_k)",
+                lambda q, k: q @ _t(k) / q.shape[-1],
+                "the variance of q.k is d_k, so its standard deviation is sqrt(d_k): divide by that.",
+            ),
+            Misconception(
+                "divided by sqrt(S), the number of keys",
+                lambda q, k: q @ _t(k) / math.sqrt(k.shape[-2]),
+                "d_k is the size of one vector, q.shape[-1], not the number of keys.",
+            ),
+            Misconception(
+                "the scores transposed (K Q^T)",
+                lambda q, k: k @ _t(q) / math.sqrt(q.shape[-1]),
+                "row i belongs to query i: Q @ K^T, shape (..., L, S).",
+            ),
+        ],
+        hint="q @ np.swapaxes(k, -1, -2) / sqrt(q.shape[-1]), shape (..., L, S).",
+    )
+)
+
+register(
+    Exercise(
+        id="ex-04-4",
+        function="attention_weights",
+        reference=attention_weights,
+        cases=[
+            Case('"This is book": d_model=5, d_k=3', _this_is_book),
+            Case("6 tokens, d_model=8, d_k=2", lambda: _x_wq_wk((6, 8), 2, 9)),
+            Case("large inputs: scores in the thousands", lambda: _x_wq_wk((4, 6), 3, 10, 40.0)),
+            Case("hidden: a batch (2, 5, 12), d_k=4", lambda: _x_wq_wk((2, 5, 12), 4, 11, 3.0), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "sqrt(d_model) instead of sqrt(d_k)",
+                lambda x, w_q, w_k: anp.softmax((x @ w_q) @ _t(x @ w_k) / math.sqrt(x.shape[-1]), dim=-1),
+                "scale by the size of a query/key vector, d_k = W_Q.shape[-1], not the embedding size "
+                "x.shape[-1].",
+            ),
+            Misconception(
+                "forgetting the scale",
+                lambda x, w_q, w_k: anp.softmax((x @ w_q) @ _t(x @ w_k), dim=-1),
+                "divide the scores by sqrt(d_k) before the softmax.",
+            ),
+            Misconception(
+                "no max subtraction (exp overflows)",
+                _quiet(
+                    lambda x, w_q, w_k: _softmax_no_shift((x @ w_q) @ _t(x @ w_k) / math.sqrt(w_q.shape[-1]))
+                ),
+                "scores in the thousands overflow exp: subtract each row's maximum first.",
+            ),
+            Misconception(
+                "softmax over the wrong axis (columns)",
+                lambda x, w_q, w_k: anp.softmax((x @ w_q) @ _t(x @ w_k) / math.sqrt(w_q.shape[-1]), dim=-2),
+                "each query's weights sum to 1 over the keys: softmax along the last axis.",
+            ),
+        ],
+        hint="Q = x W_Q, K = x W_K, weights = stable softmax of Q K^T / sqrt(d_k) along the last axis.",
+    )
+)
