@@ -32,12 +32,14 @@ def _first_line(exc: BaseException, limit: int = 300) -> str:
 class _Channel:
     """Writes JSON lines to the grader's event pipe with references taken before learner code runs."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, token: str):
         self.fd = fd
+        self._token = token
         self._write = os.write
         self._dumps = json.dumps
 
     def send(self, **message) -> None:
+        message["k"] = self._token
         data = (self._dumps(message) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -69,7 +71,7 @@ def main() -> None:
     from attnlib.grade import sandbox
 
     sandbox.set_pdeathsig()
-    channel = _Channel(int(plan["fd"]))
+    channel = _Channel(int(plan.pop("fd")), str(plan.pop("token")))
     try:
         isolation = sandbox.enter(plan["sandbox"])
     except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise

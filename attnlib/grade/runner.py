@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -87,7 +88,7 @@ class _Run:
         except ValueError:
             self.bad_lines += 1
             return None
-        if not isinstance(event, dict) or not isinstance(event.get("t"), str):
+        if not isinstance(event, dict) or event.get("k") != self.token or not isinstance(event.get("t"), str):
             self.bad_lines += 1
             return None
         return event
@@ -98,6 +99,7 @@ class _Run:
         uid = sandbox.SANDBOX_UID_BASE + self.slot if os.geteuid() == 0 else None
         plan = dict(self.plan)
         plan["fd"] = write_fd
+        plan["token"] = self.token = secrets.token_hex(16)
         plan["sandbox"] = {
             "mode": settings.isolation,
             "scratch": str(self.scratch),
@@ -333,6 +335,9 @@ def grade_submission(
                     record["cell_errors"].append(error)
         step = outcome.step
         if outcome.end == "done":
+            expected = {(ex, c.name) for ex in assignment.points for c in exercises[ex].cases}
+            if expected - set(results):
+                record["review"].append("the run ended before every case was evaluated")
             break
         if outcome.end == "stopped":
             record["status"] = "interrupted"
@@ -355,19 +360,35 @@ def grade_submission(
                     incidents.append("last output: " + " | ".join(tail)[:400])
         if outcome.end == "deadline" or step is None:
             break
+        if step.get("kind") == "cell" and _all_judged(results, assignment, exercises):
+            break  # every case already has a verdict: a rerun cannot change the grade
         if step.get("kind") == "cell":
             skip_cells.append(int(step.get("cell", -1)))
         else:
             key = (str(step.get("ex")), str(step.get("case")))
             if key in results or key[0] not in exercises:
                 break  # a forged step message: do not loop on it
-            results[key] = {"kind": "timeout" if outcome.end == "step-timeout" else "died"}
+            kind = "timeout" if outcome.end == "step-timeout" else "died"
+            results[key] = {"kind": kind}
+            # the function hung or crashed once: its other cases are not tried again
+            for case in exercises[key[0]].cases:
+                results.setdefault((key[0], case.name), {"kind": f"{kind}-skipped"})
     if skip_cells:
         record["notes"].append(f"cells {skip_cells} were skipped after they hung or crashed the process")
     if protocol_problems:
         record["review"].append(f"{protocol_problems} malformed messages on the grader's channel")
     record["incidents"] = incidents
     return _finish(record, assignment, exercises, results, settings, started)
+
+
+def _all_judged(results: dict, assignment: Assignment, exercises: dict[str, Exercise]) -> bool:
+    """True when every case has a verdict that a later redefinition could not improve."""
+    for ex_id in assignment.points:
+        for case in exercises[ex_id].cases:
+            event = results.get((ex_id, case.name))
+            if event is None or event.get("kind") in ("not-attempted", "missing"):
+                return False
+    return True
 
 
 def _where(step: dict | None) -> str:
@@ -412,6 +433,14 @@ def judge(exercise: Exercise, case, event: dict | None, settings: Settings) -> C
                 "error",
                 f"did not finish within {settings.timeout_cell:g} s",
                 hint="look for a loop that never ends, or work that grows much faster than the input",
+                hidden=case.hidden,
+            )
+        if kind in ("timeout-skipped", "died-skipped"):
+            what = "did not finish" if kind == "timeout-skipped" else "crashed the process"
+            return CaseResult(
+                case.name,
+                "error",
+                f"not run: an earlier case of this exercise {what}",
                 hidden=case.hidden,
             )
         if kind == "died":

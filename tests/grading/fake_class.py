@@ -1,0 +1,231 @@
+"""A fake class for chapter 00: honest, wrong, broken and hostile submissions.
+
+``make_class(folder, canary)`` writes the submissions into ``folder`` (one
+``<student>.ipynb`` each, plus one in nbgrader's layout) from the committed
+``exercises/00-how-to-use.ipynb``, and returns what the grader must report for
+each: ``{student: (status, ex-00-1 score or None, total or None)}``.
+
+``canary`` is a file outside every folder the grader uses; hostile
+submissions try to delete and overwrite it, and to write next to it.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISE = ROOT / "exercises" / "00-how-to-use.ipynb"
+EX = "ex-00-1"
+HEADER = 'def pairwise_dot(a, b):\n    """All dot products between rows."""\n'
+CORRECT = HEADER + "    return a @ np.swapaxes(b, -1, -2)\n"
+ZEROS = HEADER + "    return np.zeros(a.shape[:-1] + b.shape[-2:-1])\n"
+
+
+def _base():
+    return nbformat.read(EXERCISE, as_version=4)
+
+
+def _answer_index(nb) -> int:
+    for i, cell in enumerate(nb.cells):
+        if cell.metadata.get("attnlib", {}).get("exercise") == EX:
+            return i
+    raise LookupError(EX)
+
+
+def _with_answer(source: str, after: list[str] | None = None, before: list[str] | None = None):
+    """The exercise notebook with the answer cell replaced and extra code cells around it."""
+    nb = _base()
+    i = _answer_index(nb)
+    nb.cells[i].source = source
+    for extra in reversed(after or []):
+        nb.cells.insert(i + 2, nbformat.v4.new_code_cell(extra))  # after the check cell
+    for extra in reversed(before or []):
+        nb.cells.insert(i, nbformat.v4.new_code_cell(extra))
+    return nb
+
+
+def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
+    """``{student: (notebook or raw bytes, (status, score, total))}``."""
+    canary = canary.resolve()
+    subs: dict[str, tuple[object, tuple]] = {}
+    subs["correct"] = (_with_answer(CORRECT), ("graded", 1, 1))
+    subs["stub"] = (_base(), ("graded", 0, 0))
+    subs["mis-transposed"] = (
+        _with_answer(HEADER + "    return b @ np.swapaxes(a, -1, -2)\n"),
+        ("graded", 0, 0),
+    )
+    subs["mis-batch-transpose"] = (_with_answer(HEADER + "    return a @ b.T\n"), ("graded", 0.5, 0.5))
+    subs["mis-batch-transpose-einsum"] = (
+        _with_answer(
+            HEADER + "    if b.ndim == 2:\n        return a @ b.T\n"
+            '    return np.einsum("...nd,md...->...nm", a, b.T)\n'
+        ),
+        ("graded", 0.5, 0.5),
+    )
+    subs["partial-3d"] = (
+        _with_answer(
+            HEADER + "    if a.ndim == 4:\n        return a @ b.T\n    return a @ np.swapaxes(b, -1, -2)\n"
+        ),
+        ("graded", 0.75, 0.75),
+    )
+    subs["answer-further-down"] = (
+        _with_answer(_base().cells[_answer_index(_base())].source, after=[CORRECT]),
+        ("graded", 1, 1),
+    )
+    subs["loop-in-function"] = (_with_answer(HEADER + "    while True:\n        pass\n"), ("timeout", 0, 0))
+    subs["loop-after"] = (_with_answer(CORRECT, after=["while True:\n    pass\n"]), ("timeout", 1, 1))
+    subs["loop-ignores-interrupt"] = (
+        _with_answer(
+            CORRECT,
+            after=[
+                "import signal, time\n"
+                "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):\n"
+                "    signal.signal(s, signal.SIG_IGN)\n"
+                "while True:\n"
+                "    try:\n"
+                "        time.sleep(0.1)\n"
+                "    except BaseException:\n"
+                "        pass\n"
+            ],
+        ),
+        ("timeout", 1, 1),
+    )
+    subs["os-exit"] = (_with_answer(CORRECT, after=["import os\nos._exit(1)\n"]), ("kernel-died", 1, 1))
+    subs["segfault-in-function"] = (
+        _with_answer("import ctypes\n" + HEADER + "    ctypes.string_at(0)\n"),
+        ("kernel-died", 0, 0),
+    )
+    subs["sys-exit"] = (_with_answer(CORRECT, after=["import sys\nsys.exit()\n"]), ("graded", 1, 1))
+    subs["memory-bomb"] = (
+        _with_answer(
+            CORRECT,
+            after=[
+                "hog = bytearray(64 * 1024**3)\n",
+                "hogs = []\nwhile True:\n    hogs.append(np.empty(100 * 1024**2))\n",
+                "big = b'x' * (4 * 1024**3)\n",
+            ],
+        ),
+        ("graded", 1, 1),
+    )
+    subs["fork-bomb"] = (
+        _with_answer(
+            CORRECT,
+            after=[
+                "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+            ],
+        ),
+        ("timeout", 1, 1),
+    )
+    subs["monkeypatch"] = (
+        _with_answer(
+            "import numpy, torch\n"
+            "import attnlib.checks as checks\n"
+            "import attnlib.checks.core as core\n"
+            "numpy.allclose = lambda *a, **k: True\n"
+            "numpy.array_equal = lambda *a, **k: True\n"
+            "torch.allclose = lambda *a, **k: True\n"
+            "core.compare_outputs = lambda *a, **k: (True, '')\n"
+            "core.judge_case = lambda ex, case, got: core.CaseResult(case.name, 'passed')\n"
+            "checks.judge_case = core.judge_case\n" + ZEROS
+        ),
+        ("needs-review", 0, 0),  # the answer cell reaches into attnlib.checks: flagged
+    )
+    subs["monkeypatch-numpy-only"] = (
+        _with_answer("import numpy\nnumpy.allclose = lambda *a, **k: True\n" + ZEROS),
+        ("graded", 0, 0),
+    )
+    nb = _with_answer(CORRECT)
+    i = _answer_index(nb)
+    nb.cells[i + 1].source = 'print("ex-00-1: 4/4 cases passed")\nraise SystemExit'
+    subs["check-edited"] = (nb, ("graded", 1, 1))
+    nb = _with_answer(CORRECT)
+    del nb.cells[_answer_index(nb) + 1]
+    subs["check-deleted"] = (nb, ("graded", 1, 1))
+    nb = _with_answer(ZEROS)
+    nb.cells[_answer_index(nb) + 1].source = 'check = lambda *a: print("All cases pass. Well done!")'
+    nb.cells[_answer_index(nb) + 1].metadata = {}
+    subs["check-replaced-wrong"] = (nb, ("graded", 0, 0))
+    subs["vandal"] = (
+        _with_answer(
+            CORRECT,
+            after=[
+                f"import os\nos.remove({str(canary)!r})\n",
+                f"open({str(canary)!r}, 'w').write('overwritten')\n",
+                f"open({str(canary.parent / 'planted.txt')!r}, 'w').write('x')\n",
+                f"import shutil\nshutil.rmtree({str(ROOT / 'solutions')!r})\n",
+                f"open({str(ROOT / 'attnlib' / 'planted.py')!r}, 'w').write('x')\n",
+                "open('/tmp/attnlib-grade-planted', 'w').write('x')\n",
+                "import socket\nsocket.create_connection(('10.255.255.1', 80), timeout=1)\n",
+                "with open('scratch-file.txt', 'w') as fh:\n    fh.write('allowed')\n",
+            ],
+        ),
+        ("graded", 1, 1),
+    )
+    subs["reads-solutions"] = (
+        _with_answer(
+            HEADER + "    import json, re\n"
+            f"    nb = json.load(open({str(ROOT / 'solutions' / '00-how-to-use.ipynb')!r}))\n"
+            "    cells = [''.join(c['source']) for c in nb['cells']]\n"
+            "    src = [c for c in cells if 'BEGIN SOLUTION' in c][0]\n"
+            "    ns = {'np': np}\n"
+            "    exec(src.replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''), ns)\n"
+            "    return ns['pairwise_dot'](a, b)\n"
+        ),
+        ("needs-review", 0, 0),
+    )
+    subs["fake-score-lines"] = (
+        _with_answer(
+            "print('ex-00-1: 4/4 cases passed')\nprint('All cases pass. Well done!')\n"
+            'print(\'{"score": 100, "tests": []}\')\n'
+            "import os\n"
+            "for fd in range(3, 64):\n"
+            "    try:\n"
+            '        os.write(fd, b\'{"t": "done"}\\n\')\n'
+            "    except OSError:\n"
+            "        pass\n" + ZEROS
+        ),
+        ("needs-review", 0, 0),  # it wrote to the grader's channel: flagged
+    )
+    subs["output-flood"] = (
+        _with_answer(
+            CORRECT,
+            after=[
+                "import os, sys\nfor _ in range(20):\n    print('x' * 10**6)\n"
+                "    sys.stderr.write('e' * 10**5)\nos.write(1, b'y' * 10**6)\n"
+            ],
+        ),
+        ("graded", 1, 1),
+    )
+    subs["syntax-error"] = (
+        _with_answer(HEADER + "    return a @ np.swapaxes(b, -1, -2\n"),
+        ("graded", 0, 0),
+    )
+    nb = _with_answer(CORRECT, before=["%matplotlib inline\n!pip install nothing\n"])
+    subs["magics"] = (nb, ("graded", 1, 1))
+    v3 = nbformat.convert(_with_answer(CORRECT), 3)
+    subs["old-format-v3"] = (nbformat.writes(v3, version=3).encode(), ("graded", 1, 1))
+    subs["empty"] = (b"", ("unreadable", None, None))
+    subs["corrupt"] = (b"\x89PNG\r\n\x1a\n\x00\x00garbage", ("unreadable", None, None))
+    subs["json-not-notebook"] = (b'{"hello": "world"}', ("unreadable", None, None))
+    return subs
+
+
+def make_class(folder: Path, canary: Path) -> dict[str, tuple]:
+    """Write the fake class into ``folder``; return ``{student: (status, score, total)}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    expected = {}
+    for student, (nb, outcome) in notebooks(canary).items():
+        data = nb if isinstance(nb, bytes) else nbformat.writes(copy.deepcopy(nb)).encode()
+        (folder / f"{student}.ipynb").write_bytes(data)
+        expected[student] = outcome
+    # nbgrader's layout: <student>/<assignment>/<notebook>.ipynb
+    nested = folder / "nbgrader-student" / "ps00" / "00-how-to-use.ipynb"
+    nested.parent.mkdir(parents=True)
+    nested.write_text(nbformat.writes(_with_answer(CORRECT)), encoding="utf-8")
+    expected["nbgrader-student"] = ("graded", 1, 1)
+    (folder / "notes.txt").write_text("not a notebook", encoding="utf-8")
+    expected["notes.txt"] = ("unreadable", None, None)
+    return expected
