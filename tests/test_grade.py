@@ -156,7 +156,7 @@ def test_nothing_outside_the_output_folder_changes(graded):
     assert graded["canary"].read_text(encoding="utf-8") == "do not touch\n"
     assert not (graded["canary"].parent / "planted.txt").exists()
     assert _tree(graded["top"], skip=graded["out"]) == {
-        k: v for k, v in graded["before"].items() if not k.startswith("out")
+        k: v for k, v in graded["before"].items() if k != "out" and not k.startswith("out/")
     }
     assert _digest(ROOT / "solutions" / "00-how-to-use.ipynb") == graded["repo_before"]
     assert not (ROOT / "attnlib" / "planted.py").exists()

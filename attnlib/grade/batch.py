@@ -14,8 +14,9 @@ import nbformat
 from attnlib import assign
 from attnlib.grade import report, sandbox
 from attnlib.grade.registry import load_exercise
-from attnlib.grade.runner import ROOT, Settings, grade_submission
+from attnlib.grade.runner import ROOT, Settings, base_env, grade_submission
 from attnlib.grade.submission import Assignment, find_submissions, resolve_assignment
+from attnlib.grade.zygote import Zygote
 
 
 def load_assignment(spec: str) -> Assignment:
@@ -109,6 +110,13 @@ def grade(
             if not quiet:
                 progress.update(record)
 
+    if settings.zygote and settings.isolation in ("namespaces", "none") and todo:
+        isolate = settings.isolation == "namespaces"
+        settings.zygotes = [
+            Zygote(settings.python, str(ROOT), base_env(), isolate) for _ in range(min(jobs, len(todo)))
+        ]
+        for zygote in settings.zygotes:
+            zygote.warm()
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = [pool.submit(work, sub) for sub in todo]
     try:
@@ -125,6 +133,10 @@ def grade(
         with lock:
             write_csv()
         raise
+    finally:
+        for zygote in settings.zygotes or []:
+            zygote.close()
+        settings.zygotes = None
     pool.shutdown(wait=True)
     try:
         (out / ".work").rmdir()

@@ -63,12 +63,20 @@ def _error_line(exc: BaseException, cell_name: str) -> int | None:
 
 
 def main() -> None:
+    """Entry point of a fresh interpreter: the plan comes on stdin."""
     plan = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
+    run(plan)
 
+
+def run(plan: dict) -> None:
+    """Confine this process, run the learner's cells and send the outputs; never returns."""
     from attnlib.grade import sandbox
+
+    for key, value in plan.get("env", {}).items():
+        os.environ[str(key)] = str(value)
 
     sandbox.set_pdeathsig()
     channel = _Channel(int(plan.pop("fd")), str(plan.pop("token")))

@@ -50,6 +50,8 @@ class Settings:
     isolation: str = "none"
     python: str = sys.executable
     hide: list[str] = field(default_factory=list)
+    zygote: bool = True
+    zygotes: list | None = None
 
 
 @dataclass
@@ -114,28 +116,72 @@ class _Run:
             "fsize_mb": settings.fsize_mb,
             "cpu_s": int(settings.timeout_total + settings.timeout_setup + 10),
         }
+        home = str(self.scratch)
+        plan["env"] = {"HOME": home, "TMPDIR": home, "MPLCONFIGDIR": os.path.join(home, ".matplotlib")}
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps(plan).encode("utf-8")
+        zygote = None
+        if settings.zygotes and settings.isolation in ("namespaces", "none"):
+            zygote = settings.zygotes[self.slot % len(settings.zygotes)]
+        if zygote is not None:
+            try:
+                return self._execute_forked(zygote, payload, read_fd, write_fd)
+            except OSError:
+                # the zygote failed: start a fresh interpreter instead
+                read_fd, write_fd = os.pipe()
+                plan["fd"] = write_fd
+                payload = json.dumps(plan).encode("utf-8")
+        return self._execute_fresh(payload, read_fd, write_fd)
+
+    def _feed(self, write, payload: bytes) -> threading.Thread:
+        def feed():
+            try:
+                write(payload)
+            except OSError:
+                pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        return feeder
+
+    def _execute_forked(self, zygote, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
+        plan_r, plan_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            pid = zygote.spawn([plan_r, write_fd, out_w])
+        except (OSError, ValueError, KeyError) as exc:
+            for fd in (plan_r, plan_w, out_r, out_w, read_fd, write_fd):
+                os.close(fd)
+            raise OSError(f"zygote: {exc}") from None
+        os.close(plan_r)
+        os.close(out_w)
+        os.close(write_fd)
+
+        def write(data):
+            with open(plan_w, "wb", closefd=True) as fh:
+                fh.write(data)
+
+        feeder = self._feed(write, payload)
+        try:
+            outcome = self._watch(read_fd, out_r, lambda: None)
+        finally:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+            code = zygote.wait(pid)
+            os.close(read_fd)
+            os.close(out_r)
+            feeder.join(timeout=1)
+        outcome.returncode = code
+        return outcome
+
+    def _execute_fresh(self, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
+        settings = self.settings
         boot = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r}); from attnlib.grade.harness import main; main()"
         )
         argv = sandbox.command(settings.isolation, [settings.python, "-I", "-c", boot])
-        home = str(self.scratch)
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": home,
-            "TMPDIR": home,
-            "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
-            "USER": "student",
-            "LOGNAME": "student",
-            "LANG": "C.UTF-8",
-            "MPLBACKEND": "Agg",
-            "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-        }
-        self.scratch.mkdir(parents=True, exist_ok=True)
         try:
             proc = subprocess.Popen(
                 argv,
@@ -144,7 +190,7 @@ class _Run:
                 stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,),
                 start_new_session=True,
-                env=env,
+                env=base_env(),
                 cwd=str(self.scratch),
             )
         except OSError as exc:
@@ -152,24 +198,21 @@ class _Run:
             os.close(write_fd)
             return RunOutcome("fatal", message=f"could not start Python: {exc}")
         os.close(write_fd)
-        payload = json.dumps(plan).encode("utf-8")
 
-        def feed():
-            try:
-                proc.stdin.write(payload)
-                proc.stdin.close()
-            except OSError:
-                pass
+        def write(data):
+            proc.stdin.write(data)
+            proc.stdin.close()
 
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
+        feeder = self._feed(write, payload)
         try:
-            return self._watch(proc, read_fd)
+            outcome = self._watch(read_fd, proc.stdout.fileno(), proc.poll)
         finally:
             self._kill(proc)
             os.close(read_fd)
             proc.stdout.close()
             feeder.join(timeout=1)
+        outcome.returncode = proc.returncode
+        return outcome
 
     @staticmethod
     def _kill(proc) -> None:
@@ -183,11 +226,11 @@ class _Run:
         except subprocess.TimeoutExpired:
             pass
 
-    def _watch(self, proc, read_fd) -> RunOutcome:
+    def _watch(self, read_fd: int, out_fd: int, poll) -> RunOutcome:
         settings = self.settings
         sel = selectors.DefaultSelector()
         sel.register(read_fd, selectors.EVENT_READ, "events")
-        sel.register(proc.stdout, selectors.EVENT_READ, "output")
+        sel.register(out_fd, selectors.EVENT_READ, "output")
         buffer = bytearray()
         event_bytes = 0
         step: dict | None = None
@@ -204,14 +247,13 @@ class _Run:
                 return RunOutcome("deadline", step, "the time limit for the whole submission was reached")
             if wait <= 0:
                 return RunOutcome("step-timeout", step, f"no progress within {limit:g} s")
-            if open_streams == 0 or exited_at is not None:
-                if proc.poll() is not None and (open_streams == 0 or now - exited_at > 0.5):
-                    return RunOutcome("died", step, "", proc.returncode)
+            if open_streams == 0 or (exited_at is not None and now - exited_at > 0.5):
+                return RunOutcome("died", step)
             for key, _ in sel.select(timeout=min(max(wait, 0.01), 0.25)):
                 if key.data == "output":
-                    data = os.read(proc.stdout.fileno(), 1 << 16)
+                    data = os.read(out_fd, 1 << 16)
                     if not data:
-                        sel.unregister(proc.stdout)
+                        sel.unregister(out_fd)
                         open_streams -= 1
                     else:
                         self._keep_output(data)
@@ -244,8 +286,25 @@ class _Run:
                         return RunOutcome("fatal", step, str(event.get("message", ""))[:500])
                     else:
                         self.events.append(event)
-            if exited_at is None and proc.poll() is not None:
+            if exited_at is None and poll() is not None:
                 exited_at = time.monotonic()
+
+
+def base_env() -> dict[str, str]:
+    """The environment of every child: nothing of the grader's, one thread per library."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "USER": "student",
+        "LOGNAME": "student",
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "Agg",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
 
 
 def _describe_exit(code: int | None) -> str:
@@ -360,8 +419,6 @@ def grade_submission(
                     incidents.append("last output: " + " | ".join(tail)[:400])
         if outcome.end == "deadline" or step is None:
             break
-        if step.get("kind") == "cell" and _all_judged(results, assignment, exercises):
-            break  # every case already has a verdict: a rerun cannot change the grade
         if step.get("kind") == "cell":
             skip_cells.append(int(step.get("cell", -1)))
         else:
@@ -373,6 +430,8 @@ def grade_submission(
             # the function hung or crashed once: its other cases are not tried again
             for case in exercises[key[0]].cases:
                 results.setdefault((key[0], case.name), {"kind": f"{kind}-skipped"})
+        if _all_judged(results, assignment, exercises):
+            break  # every case already has a verdict: a rerun cannot change the grade
     if skip_cells:
         record["notes"].append(f"cells {skip_cells} were skipped after they hung or crashed the process")
     if protocol_problems:
