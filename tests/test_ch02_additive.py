@@ -1,0 +1,100 @@
+"""Chapter 02: the additive-attention encoder-decoder of attnlib.seq2seq and the exercise references."""
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib.checks.ch02_additive_attention import (
+    additive_attention_forward,
+    alignment_scores,
+    alignment_weights,
+    attention_context,
+)
+from attnlib.modules import AdditiveAttention
+from attnlib.seq2seq import (
+    BOS,
+    EOS,
+    PAD,
+    VOCAB_SIZE,
+    Seq2SeqAdditiveAttention,
+    shift_right,
+    train_seq2seq,
+    unshuffle_batch,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_numpy_step_matches_the_formula_term_by_term():
+    rng = np.random.default_rng(0)
+    s, H = rng.normal(size=3), rng.normal(size=(5, 4))
+    W, U, v = rng.normal(size=(6, 3)), rng.normal(size=(6, 4)), rng.normal(size=6)
+    loop = np.array([v @ np.tanh(W @ s + U @ h) for h in H])
+    np.testing.assert_allclose(alignment_scores(s, H, W, U, v), loop, rtol=1e-12)
+    w = alignment_weights(loop[None])
+    np.testing.assert_allclose(w.sum(-1), 1.0)
+    np.testing.assert_allclose(attention_context(w, H)[0], sum(w[0, j] * H[j] for j in range(5)), rtol=1e-12)
+    big = alignment_weights(np.array([[1000.0, 1001.0]]))
+    np.testing.assert_allclose(big, [[1 / (1 + np.e), np.e / (1 + np.e)]])
+
+
+def test_batched_forward_equals_numpy_per_row_in_float64():
+    torch.manual_seed(0)
+    module = AdditiveAttention(3, 4, 5).double()
+    query, keys = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 6, 4, dtype=torch.float64)
+    mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    context, weights = additive_attention_forward(module, query, keys, mask)
+    W, U, v = (p.detach().numpy() for p in (module.w_query.weight, module.w_key.weight, module.v.weight[0]))
+    for b, n in enumerate([6, 3]):
+        e = alignment_scores(query[b].numpy(), keys[b, :n].numpy(), W, U, v)
+        w = alignment_weights(e[None])[0]
+        np.testing.assert_allclose(weights[b, :n].detach().numpy(), w, rtol=1e-12)
+        assert (weights[b, n:] == 0).all()
+        np.testing.assert_allclose(context[b].detach().numpy(), w @ keys[b, :n].numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_teacher_forcing_equals_stepwise_decoding(bidirectional):
+    torch.manual_seed(0)
+    model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 8, 10, attn_dim=7, bidirectional=bidirectional).eval()
+    src, tgt = unshuffle_batch(3, (2, 4), torch.Generator().manual_seed(1))
+    logits, weights = model(src, shift_right(tgt), return_weights=True)
+    assert logits.shape == (3, tgt.shape[1], VOCAB_SIZE) and weights.shape == (3, tgt.shape[1], src.shape[1])
+    states, s = model.encode(src)
+    mask = model._mask
+    assert states.shape == (3, src.shape[1], 10 * (2 if bidirectional else 1))
+    for i, token in enumerate(shift_right(tgt).T):  # one decoder step at a time
+        step_logits, w, s = model.decode(states, None, token[:, None], mask, return_weights=True, hidden=s)
+        torch.testing.assert_close(step_logits[:, 0], logits[:, i])
+        torch.testing.assert_close(w[:, 0], weights[:, i])
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, tgt.shape[1]))
+    assert (weights.masked_select(~mask[:, None, :].expand_as(weights)) == 0).all()
+
+
+def test_greedy_weights_are_the_teacher_forced_weights_of_its_own_output():
+    torch.manual_seed(0)
+    model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 8, 10).eval()
+    src, _ = unshuffle_batch(2, 3, torch.Generator().manual_seed(2))
+    tokens, weights = model.greedy_decode(src, 5, return_weights=True)
+    raw = tokens.clone()
+    # greedy_decode writes PAD after EOS; before the first EOS the tokens are the model's own
+    first_eos = [(row == EOS).nonzero()[0, 0].item() if (row == EOS).any() else 5 for row in raw]
+    own_input = torch.cat([torch.full((2, 1), BOS), raw[:, :-1]], dim=1)  # (B, 5)
+    tf_logits, tf_weights = model(src, own_input, return_weights=True)
+    for b, stop in enumerate(first_eos):
+        torch.testing.assert_close(tf_weights[b, : stop + 1], weights[b, : stop + 1])
+        assert torch.equal(tf_logits[b, : stop + 1].argmax(-1), raw[b, : stop + 1])
+        assert (raw[b, stop + 1 :] == PAD).all()
+
+
+def test_attention_model_learns_the_unshuffle_task_a_little():
+    torch.manual_seed(0)
+    model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 16, 32)
+    losses = train_seq2seq(model, lambda g: unshuffle_batch(32, (1, 3), g), 60, lr=1e-2)
+    assert np.mean(losses[-10:]) < 0.6 * np.mean(losses[:10])
