@@ -326,20 +326,8 @@ def test_plan_drops_check_cells_and_places_each_exercise():
     assert not review
 
 
-def test_command_line_usage_errors(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "attnlib.grade",
-            "no-such-chapter",
-            str(tmp_path),
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and "no exercise notebook" in proc.stderr
+def test_command_line_usage_errors(tmp_path, capsys):
+    from attnlib.grade.__main__ import main
+
+    assert main(["no-such-chapter", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no exercise notebook" in capsys.readouterr().err
