@@ -1,0 +1,242 @@
+"""Chapter 06 exercises: split heads, merge heads, the multi-head forward pass."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlib.attention import scaled_dot_product_attention
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.modules import merge_heads as _merge
+from attnlib.modules import split_heads as _split
+
+# --------------------------------------------------------------------------- ex-06-1 split heads
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, L, h*d) -> (B, h, L, d)."""
+    return _split(x, num_heads)
+
+
+def _features(shape, seed):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(shape, generator=g, dtype=torch.float64),)
+
+    return make
+
+
+def _split_inputs(shape, num_heads, seed):
+    return lambda: (*_features(shape, seed)(), num_heads)
+
+
+def _split_no_transpose_view(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, num_heads, L, D // num_heads)  # wrong: mixes tokens into heads
+
+
+def _split_forgot_transpose(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads)  # (B, L, h, d)
+
+
+def _split_interleaved(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)  # head j: features j::h
+
+
+register(
+    Exercise(
+        id="ex-06-1",
+        function="split_heads",
+        reference=split_heads,
+        cases=[
+            Case("B=2, L=3, h*d=8 into h=2 heads of d=4", _split_inputs((2, 3, 8), 2, 0)),
+            Case("B=1, L=5, h*d=6 into h=3 heads of d=2", _split_inputs((1, 5, 6), 3, 1)),
+            Case("B=2, L=4, h*d=12 into h=4 heads of d=3", _split_inputs((2, 4, 12), 4, 2)),
+            Case("hidden: B=3, L=2, h*d=10 into h=5 heads", _split_inputs((3, 2, 10), 5, 3), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "viewed as (B, h, L, d) directly, without a transpose",
+                _split_no_transpose_view,
+                "memory is laid out as (B, L, h*d): first view it as (B, L, h, d), then swap L and h "
+                "with .transpose(1, 2). Viewing straight to (B, h, L, d) puts features of several "
+                "tokens into one row.",
+            ),
+            Misconception(
+                "left as (B, L, h, d): the transpose is missing",
+                _split_forgot_transpose,
+                "after .view(B, L, h, d) swap axes 1 and 2 so that the heads come before the tokens: "
+                "(B, h, L, d).",
+            ),
+            Misconception(
+                "interleaved features: head j got features j, j+h, j+2h, ...",
+                _split_interleaved,
+                "head j owns the contiguous block of features j*d .. (j+1)*d - 1: view (B, L, h, d), "
+                "not (B, L, d, h).",
+            ),
+        ],
+        hint="x.view(B, L, h, d).transpose(1, 2) with d = (h*d) // h.",
+    )
+)
+
+# --------------------------------------------------------------------------- ex-06-2 merge heads
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, L, d) -> (B, L, h*d), the inverse of split_heads."""
+    return _merge(x)
+
+
+def _merge_no_transpose(x):
+    B, h, L, d = x.shape
+    return x.reshape(B, L, h * d)  # wrong: rows of different tokens are glued together
+
+
+def _merge_wrong_order(x):
+    B, h, L, d = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, L, d * h)  # feature-major, heads interleaved
+
+
+def _merge_sum(x):
+    return x.sum(dim=1)  # (B, L, d): heads added instead of concatenated
+
+
+register(
+    Exercise(
+        id="ex-06-2",
+        function="merge_heads",
+        reference=merge_heads,
+        cases=[
+            Case("B=2, h=2, L=3, d=4 -> (2, 3, 8)", _features((2, 2, 3, 4), 10)),
+            Case("B=1, h=3, L=5, d=2 -> (1, 5, 6)", _features((1, 3, 5, 2), 11)),
+            Case("B=2, h=4, L=4, d=3 -> (2, 4, 12)", _features((2, 4, 4, 3), 12)),
+            Case("hidden: B=3, h=5, L=2, d=2", _features((3, 5, 2, 2), 13), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "reshaped to (B, L, h*d) without transposing back",
+                _merge_no_transpose,
+                "the heads axis sits before the tokens: .transpose(1, 2) to (B, L, h, d) first, then "
+                ".contiguous().view(B, L, h*d).",
+            ),
+            Misconception(
+                "heads merged in the wrong order (features interleaved across heads)",
+                _merge_wrong_order,
+                "concatenate head 0's d features, then head 1's, and so on: the order (B, L, h, d), "
+                "not (B, L, d, h), so that W_O's rows line up with the heads as in split_heads.",
+            ),
+            Misconception(
+                "heads added (or averaged) instead of concatenated",
+                _merge_sum,
+                "multi-head attention concatenates the heads: the result has h*d features, one "
+                "block per head.",
+            ),
+        ],
+        hint="x.transpose(1, 2).contiguous().view(B, L, h * d).",
+    )
+)
+
+# --------------------------------------------------------------------------- ex-06-3 the full forward
+
+
+def _forward(x, w_q, w_k, w_v, w_o, num_heads, *, scale=None, split=_split, merge=_merge, project=True):
+    q = split(x @ w_q, num_heads)  # (B, L, h*d_k) -> (B, h, L, d_k)
+    k = split(x @ w_k, num_heads)  # (B, L, h*d_k) -> (B, h, L, d_k)
+    v = split(x @ w_v, num_heads)  # (B, L, h*d_v) -> (B, h, L, d_v)
+    heads = scaled_dot_product_attention(q, k, v, scale=scale)  # (B, h, L, d_v)
+    merged = merge(heads)  # (B, L, h*d_v)
+    return merged @ w_o if project else merged  # (B, L, d_model)
+
+
+def multi_head_attention(
+    x: torch.Tensor,
+    w_q: torch.Tensor,
+    w_k: torch.Tensor,
+    w_v: torch.Tensor,
+    w_o: torch.Tensor,
+    num_heads: int,
+) -> torch.Tensor:
+    """Multi-head self-attention without biases or mask.
+
+    x (B, L, d_model); w_q, w_k (d_model, h*d_k); w_v (d_model, h*d_v);
+    w_o (h*d_v, d_model) -> (B, L, d_model).
+    """
+    return _forward(x, w_q, w_k, w_v, w_o, num_heads)
+
+
+def _mha_inputs(B, L, d_model, h, d_k, d_v, seed):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+
+        def rnd(*shape, fan_in=1):
+            return torch.randn(*shape, generator=g, dtype=torch.float64) / math.sqrt(fan_in)
+
+        x = rnd(B, L, d_model)
+        w_q, w_k = rnd(d_model, h * d_k, fan_in=d_model), rnd(d_model, h * d_k, fan_in=d_model)
+        w_v, w_o = rnd(d_model, h * d_v, fan_in=d_model), rnd(h * d_v, d_model, fan_in=h * d_v)
+        return x, 3 * w_q, 3 * w_k, w_v, w_o, h  # larger q, k make the scaling visible
+
+    return make
+
+
+register(
+    Exercise(
+        id="ex-06-3",
+        function="multi_head_attention",
+        reference=multi_head_attention,
+        cases=[
+            Case("B=2, L=3, d_model=8, h=2 heads of d_k=d_v=4", _mha_inputs(2, 3, 8, 2, 4, 4, 20)),
+            Case("B=1, L=4, d_model=6, h=3 heads of d_k=d_v=2", _mha_inputs(1, 4, 6, 3, 2, 2, 21)),
+            Case(
+                "d_model=8, h=2, d_k=3, d_v=5: W_O is (h*d_v, d_model) = (10, 8)",
+                _mha_inputs(2, 3, 8, 2, 3, 5, 22),
+            ),
+            Case(
+                "hidden: B=2, L=5, d_model=12, h=4 heads of d_k=d_v=3",
+                _mha_inputs(2, 5, 12, 4, 3, 3, 23),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "scores divided by sqrt(d_model) instead of sqrt(d_k)",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, scale=1 / math.sqrt(x.shape[-1])),
+                "each head compares vectors of d_k = (h*d_k) / h features: scale its scores by "
+                "1/sqrt(d_k), not 1/sqrt(d_model).",
+            ),
+            Misconception(
+                "heads split by viewing (B, h, L, d) directly, without a transpose",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, split=_split_no_transpose_view),
+                "split with .view(B, L, h, d).transpose(1, 2): a direct view to (B, h, L, d) mixes "
+                "tokens.",
+            ),
+            Misconception(
+                "heads merged without transposing back",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, merge=_merge_no_transpose),
+                "merge with .transpose(1, 2).contiguous().view(B, L, h*d_v) before W_O.",
+            ),
+            Misconception(
+                "heads merged in the wrong order before W_O",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, merge=_merge_wrong_order),
+                "the merged vector is head 0's d_v features, then head 1's, ...: the rows of W_O "
+                "follow that order.",
+            ),
+            Misconception(
+                "W_O used transposed",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo.T, h),
+                "W_O has shape (h*d_v, d_model): the merged heads (B, L, h*d_v) are multiplied by "
+                "W_O itself, merged @ w_o.",
+            ),
+            Misconception(
+                "the output projection W_O is missing",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, project=False),
+                "after merging the heads, multiply by W_O (h*d_v, d_model).",
+            ),
+        ],
+        hint="project (x @ w_q etc.), split into h heads, softmax(q k^T / sqrt(d_k)) v per head, "
+        "merge the heads, multiply by w_o.",
+    )
+)
