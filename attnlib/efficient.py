@@ -67,7 +67,7 @@ __all__ = [
     "tiled_attention",
 ]
 
-DEFAULT_BLOCK_Q = 256
+DEFAULT_BLOCK_Q = 512
 DEFAULT_BLOCK_K = 512
 
 

@@ -32,6 +32,12 @@ alternately in one process at the largest sizes, so that the ratio is taken
 under the same load (other jobs share this machine; ``os.getloadavg`` is
 recorded with every point).
 
+The measuring processes run with ``OMP_WAIT_POLICY=PASSIVE`` (``--omp-wait-policy``):
+with the default, OpenMP threads spin at every barrier, and on a machine shared
+with other jobs that makes a Python loop of many small parallel operations (the
+tiled implementation) several times slower while one fused kernel hardly
+notices. The JSON records the policy.
+
 Output: ``<out>/<mode>.json`` and ``<out>/<mode>_time.png``,
 ``<out>/<mode>_memory.png``, ``<out>/<mode>_flops.png``.
 """
@@ -169,11 +175,15 @@ def worker(name: str, n: int, min_time: float, max_repeats: int) -> dict:
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
+    # the matmul rate in this process, right after: how much CPU the point really had
+    mm = matmul_flops(256 if n <= 64 else 2048, repeats=3)
     return {
         "impl": name,
         "n": n,
         "time_ms": 1e3 * statistics.median(times),
+        "min_time_ms": 1e3 * min(times),
         "times_ms": [1e3 * t for t in times],
+        "matmul_gflops_here": mm["torch_gflops"],
         "extra_mb": extra / 2**20,
         "memory_method": method,
         "load": os.getloadavg(),
@@ -353,7 +363,14 @@ def main(argv=None) -> int:
                         "the default for --smoke)")
     p.add_argument("--worker", nargs=2, metavar=("IMPL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--head-to-head", type=int, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--omp-wait-policy", choices=["passive", "active", "unset"], default="passive",
+                   help="OMP_WAIT_POLICY for the measuring processes (default passive: on a "
+                        "shared machine, threads spinning at every barrier make a loop of many "
+                        "small parallel ops very slow)")
     args = p.parse_args(argv)
+    if args.omp_wait_policy != "unset" and "torch" not in sys.modules:
+        # must be set before the OpenMP runtime starts; children inherit it
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
 
     if args.worker:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.min_time,
@@ -399,11 +416,12 @@ def main(argv=None) -> int:
             row["flops"] = attention_flops(name, n)
             row["gflops"] = row["flops"] / (row["time_ms"] / 1e3) / 1e9
             row["fraction_of_matmul"] = row["gflops"] / mm["torch_gflops"]
+            row["fraction_of_matmul_here"] = row["gflops"] / row["matmul_gflops_here"]
             results.append(row)
             prev = row
             print(f"  {name:16s} n={n:5d} {row['time_ms']:9.1f} ms {row['extra_mb']:8.1f} MB "
-                  f"{100 * row['fraction_of_matmul']:5.1f}% load {row['load'][0]:.2f}",
-                  flush=True)
+                  f"{100 * row['fraction_of_matmul']:5.1f}% (matmul here "
+                  f"{row['matmul_gflops_here']:.0f} GFLOP/s) load {row['load'][0]:.2f}", flush=True)
 
     h2h = []
     if not args.impl or {"tiled", "sdpa"} <= set(impls):
@@ -448,6 +466,7 @@ def main(argv=None) -> int:
             "cpu_count": os.cpu_count(),
             "memory_method": results[0]["memory_method"] if results else None,
             "in_process": bool(args.in_process),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
             "memory_definition": "peak RSS during one call minus the RSS just before it "
                                  "(inputs built, libraries warmed up), fresh process per point",
             "time_definition": "median of >= 3 calls after one warm-up, fresh process per point",
