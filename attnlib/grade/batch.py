@@ -62,12 +62,13 @@ def grade(
     settings.hide = sorted(hide)
     jobs = max(1, jobs or min(2, os.cpu_count() or 1))
 
-    subs = find_submissions(submissions, assignment.path.stem)
+    subs = [s for s in find_submissions(submissions, assignment.path.stem) if s.path.resolve() != out]
     records: dict[str, dict] = {}
     todo = []
     for sub in subs:
         old = None if force else report.load_record(out, sub.student)
-        if old is not None and old.get("digest") == sub.digest and old.get("status") not in ("interrupted",):
+        kept = old is not None and old.get("status") not in ("interrupted", "grader-error")
+        if kept and old.get("digest") == sub.digest:
             records[sub.student] = old
         else:
             records[sub.student] = report.pending_record(sub.student, str(sub.path), assignment.points)

@@ -243,7 +243,7 @@ def enter(settings: dict) -> dict:
     _limits(settings, report)
     uid = settings.get("uid")
     if uid is not None and os.getuid() == 0 and _real_root():
-        if in_ns and report["readonly"] or _traversable(settings.get("needed", [])):
+        if _traversable(settings.get("needed", [])):
             try:
                 os.chown(scratch, uid, uid)
                 os.setgroups([])
