@@ -151,6 +151,12 @@ def _forward(x, w_q, w_k, w_v, w_o, num_heads, *, scale=None, split=_split, merg
     return merged @ w_o if project else merged  # (B, L, d_model)
 
 
+def _forward_keys_transposed_wrong(x, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(x @ w, num_heads) for w in (w_q, w_k, w_v))  # (B, h, L, d)
+    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])  # wrong axes: (B, L, h, d)
+    return _merge(torch.softmax(scores, dim=-1) @ v) @ w_o
+
+
 def multi_head_attention(
     x: torch.Tensor,
     w_q: torch.Tensor,
@@ -223,6 +229,12 @@ register(
                 lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, merge=_merge_wrong_order),
                 "the merged vector is head 0's d_v features, then head 1's, ...: the rows of W_O "
                 "follow that order.",
+            ),
+            Misconception(
+                "keys transposed on the wrong axes (transpose(1, 2) instead of transpose(-2, -1))",
+                _forward_keys_transposed_wrong,
+                "after the split k is (B, h, L, d_k): the scores need k.transpose(-2, -1), "
+                "(B, h, d_k, L), so that q @ k^T is (B, h, L, L).",
             ),
             Misconception(
                 "W_O used transposed",
