@@ -25,7 +25,8 @@ def built_book() -> tuple[Path, str]:
     """
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output", str(SITE_DIR)]
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    env["PYTHONHASHSEED"] = "0"
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
     log = proc.stdout + proc.stderr
     (SITE_DIR).mkdir(parents=True, exist_ok=True)

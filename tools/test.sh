@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-export MPLBACKEND=Agg PYTHONHASHSEED=0
+# No MPLBACKEND here: Jupyter kernels need their inline backend to show figures.
+export PYTHONHASHSEED=0
 exec .venv/bin/python -m pytest "$@"
