@@ -35,3 +35,13 @@ def test_chapters_ran_their_code(built_book, repo_root):
         if (repo_root / f"{entry}.ipynb").exists():
             page = (html / f"{entry}.html").read_text(encoding="utf-8")
             assert "cell_output" in page, f"{entry}: no executed output in the built page"
+
+
+def test_chapters_that_plot_show_their_figures(built_book, repo_root):
+    """A chapter that draws with matplotlib has images in its page (a wrong backend shows none)."""
+    html, _ = built_book
+    for entry in toc_files(repo_root):
+        source = repo_root / f"{entry}.ipynb"
+        if source.exists() and "plt." in source.read_text(encoding="utf-8"):
+            page = (html / f"{entry}.html").read_text(encoding="utf-8")
+            assert "<img" in page, f"{entry} draws figures but its page shows none"

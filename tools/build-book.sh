@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+unset MPLBACKEND  # Jupyter kernels need their inline backend to show figures
 .venv/bin/jupyter-book build . -W -n --keep-going "$@"
 echo "open _build/html/index.html"

@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 # No MPLBACKEND here: Jupyter kernels need their inline backend to show figures.
+unset MPLBACKEND
 export PYTHONHASHSEED=0
 exec .venv/bin/python -m pytest "$@"
