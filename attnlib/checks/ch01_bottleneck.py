@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from attnlib.checks.core import Case, Exercise, Misconception, register
-from attnlib.seq2seq import EOS, PAD, exact_match, final_state_context
+from attnlib.seq2seq import BOS, EOS, PAD, Seq2SeqGRU, _after_eos_to_pad, exact_match, final_state_context
 
 
 def context_vector(embedding: nn.Embedding, gru: nn.GRU, src: torch.Tensor, lengths: torch.Tensor):
@@ -158,5 +158,92 @@ register(
         atol=1e-9,
         hint="a row is right when pred == tgt at every position where tgt != PAD; "
         "return the share of right rows.",
+    )
+)
+
+
+# --------------------------------------------------------------------------- ex-01-3: greedy decoding
+
+
+def greedy_decode_loop(model, src: torch.Tensor, max_len: int):
+    """Greedy decoding of a one-layer Seq2SeqGRU, step by step: (B, S) -> (B, max_len), PAD after EOS."""
+    return model.greedy_decode(src, max_len)
+
+
+def _decode_inputs(seed, batch, length, max_len, eos_bias):
+    torch.manual_seed(seed)
+    model = Seq2SeqGRU(13, 6, 8).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)  # larger weights: livelier outputs from an untrained model
+        model.out.bias[EOS] += eos_bias  # makes an early EOS likely, so that the PAD rule matters
+    src = torch.randint(3, 13, (batch, length), generator=torch.Generator().manual_seed(seed))
+    return model, src, max_len
+
+
+def _bos_every_step(model, src, max_len):
+    _, context = model.encode(src)
+    hidden, bos, out = context[None], torch.full((src.shape[0], 1), BOS), []
+    for _ in range(max_len):
+        logits, hidden = model.decode(None, context, bos, hidden=hidden)
+        out.append(logits.argmax(-1))
+    return _after_eos_to_pad(torch.cat(out, dim=1))
+
+
+def _no_pad_after_eos(model, src, max_len):
+    _, context = model.encode(src)
+    hidden, token, out = context[None], torch.full((src.shape[0], 1), BOS), []
+    for _ in range(max_len):
+        logits, hidden = model.decode(None, context, token, hidden=hidden)
+        token = logits.argmax(-1)
+        out.append(token)
+    return torch.cat(out, dim=1)
+
+
+def _fresh_state_every_step(model, src, max_len):
+    _, context = model.encode(src)
+    token, out = torch.full((src.shape[0], 1), BOS), []
+    for _ in range(max_len):
+        logits, _ = model.decode(None, context, token, hidden=context[None])
+        token = logits.argmax(-1)
+        out.append(token)
+    return _after_eos_to_pad(torch.cat(out, dim=1))
+
+
+register(
+    Exercise(
+        id="ex-01-3",
+        function="greedy_decode_loop",
+        reference=greedy_decode_loop,
+        cases=[
+            Case("batch of 4, source length 3, 8 steps", lambda: _decode_inputs(1, 4, 3, 8, 3.0)),
+            Case("one source of length 7, 4 steps", lambda: _decode_inputs(2, 1, 7, 4, 2.0)),
+            Case("batch of 5, source length 4, 7 steps", lambda: _decode_inputs(3, 5, 4, 7, 1.0)),
+            Case(
+                "hidden: batch of 4, source length 3, 8 steps, another model",
+                lambda: _decode_inputs(1, 4, 3, 8, 2.0),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "BOS fed at every step",
+                _bos_every_step,
+                "feed each step's predicted token back in as the next step's input.",
+            ),
+            Misconception(
+                "the decoder state is reset at every step",
+                _fresh_state_every_step,
+                "carry the hidden state returned by decode() into the next step.",
+            ),
+            Misconception(
+                "tokens after EOS not replaced by PAD",
+                _no_pad_after_eos,
+                "after a row's first EOS, write PAD in every later position of that row.",
+            ),
+        ],
+        rtol=0,
+        atol=0,
+        hint="encode once; then max_len times: decode one token, take the argmax, feed it back.",
     )
 )
