@@ -1,0 +1,280 @@
+"""Chapter 08 exercises: the online softmax update, one tile step, a KV-cache decoding step."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.efficient import online_softmax_update, tile_step, tiled_attention
+
+# --------------------------------------------------------------------------- ex-08-1 online softmax
+
+
+def online_softmax_step(m: float, l: float, block: np.ndarray) -> tuple[float, float]:
+    """(m_new, l_new): running max and running sum of exp(s - m_new) after one more block."""
+    return online_softmax_update(m, l, block)
+
+
+def _state(m, l, block):
+    return lambda: (m, l, np.array(block, dtype=float))
+
+
+def _no_rescale(m, l, block):
+    m_new = max(m, float(np.max(block)))
+    return m_new, l + float(np.exp(block - m_new).sum())
+
+
+def _inverted_rescale(m, l, block):
+    m_new = max(m, float(np.max(block)))
+    c = math.exp(m_new - m) if m > -math.inf else 0.0
+    return m_new, c * l + float(np.exp(block - m_new).sum())
+
+
+def _block_max_only(m, l, block):
+    m_blk = float(np.max(block))
+    return m_blk, l * math.exp(m - m_blk) + float(np.exp(block - m_blk).sum())
+
+
+def _no_shift(m, l, block):
+    with np.errstate(over="ignore"):  # exactly the overflow this mistake runs into
+        return max(m, float(np.max(block))), l + float(np.exp(block).sum())
+
+
+register(
+    Exercise(
+        id="ex-08-1",
+        function="online_softmax_step",
+        reference=online_softmax_step,
+        cases=[
+            Case("the first block: m = -inf, l = 0, block [1, 3, 2]", _state(-math.inf, 0.0,
+                                                                             [1.0, 3.0, 2.0])),
+            Case("a new maximum: m = 2, l = 1.5, block [0.5, 4]", _state(2.0, 1.5, [0.5, 4.0])),
+            Case("no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]",
+                 _state(5.0, 2.25, [1.0, -2.0, 4.5])),
+            Case("hidden: large scores, m = 700, l = 3, block [710, 690]",
+                 _state(700.0, 3.0, [710.0, 690.0]), hidden=True),
+            Case("hidden: a masked key, m = 1, l = 1, block [-inf, 2, 0]",
+                 _state(1.0, 1.0, [-math.inf, 2.0, 0.0]), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "the old sum is not rescaled when the maximum grows",
+                _no_rescale,
+                "l was a sum of exp(s - m_old); relative to the new maximum each of its terms is "
+                "exp(s - m_new) = exp(s - m_old) * exp(m_old - m_new): multiply l by "
+                "exp(m_old - m_new) before adding the block.",
+            ),
+            Misconception(
+                "the rescaling factor is upside down, exp(m_new - m_old)",
+                _inverted_rescale,
+                "the maximum only grows, so the factor exp(m_old - m_new) is <= 1: old terms "
+                "shrink relative to the new, larger maximum.",
+            ),
+            Misconception(
+                "the new maximum is the block's maximum, not the running one",
+                _block_max_only,
+                "m_new = max(m_old, max(block)): a block whose scores are all smaller than "
+                "an earlier one must not lower the running maximum.",
+            ),
+            Misconception(
+                "the scores are exponentiated without subtracting the maximum",
+                _no_shift,
+                "l is the sum of exp(s - m), not of exp(s); without the shift exp overflows for "
+                "scores above about 88 (float32) or 709 (float64).",
+            ),
+        ],
+        rtol=1e-9,
+        atol=1e-12,
+        hint="m_new = max(m, max(block)); l_new = l * exp(m - m_new) + sum(exp(block - m_new)).",
+    )
+)
+
+# --------------------------------------------------------------------------- ex-08-2 tile step
+
+
+def tile_update(m, l, acc, q_tile, k_tile, v_tile):
+    """(m, l, acc) after folding one (keys, values) tile into the running state."""
+    return tile_step(m, l, acc, q_tile, k_tile, v_tile)
+
+
+def _tile_inputs(shape_q, bk, dv, first, seed):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        *lead, bq, d = shape_q
+        q = torch.randn(*shape_q, generator=g, dtype=torch.float64)
+        k = torch.randn(*lead, bk, d, generator=g, dtype=torch.float64)
+        v = torch.randn(*lead, bk, dv, generator=g, dtype=torch.float64)
+        if first:
+            m = torch.full((*lead, bq, 1), -math.inf, dtype=torch.float64)
+            l = torch.zeros(*lead, bq, 1, dtype=torch.float64)
+            acc = torch.zeros(*lead, bq, dv, dtype=torch.float64)
+        else:  # the state left by an earlier tile of keys
+            k0 = torch.randn(*lead, bk, d, generator=g, dtype=torch.float64)
+            v0 = torch.randn(*lead, bk, dv, generator=g, dtype=torch.float64)
+            start = (torch.full((*lead, bq, 1), -math.inf, dtype=torch.float64),
+                     torch.zeros(*lead, bq, 1, dtype=torch.float64),
+                     torch.zeros(*lead, bq, dv, dtype=torch.float64))
+            m, l, acc = tile_step(*start, q, 2.0 * k0, v0)
+        return m, l, acc, q, k, v
+
+    return make
+
+
+def _tile_no_acc_rescale(m, l, acc, q, k, v):
+    m_new, l_new, _ = tile_step(m, l, acc, q, k, v)
+    shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
+    p = torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) - shift)
+    return m_new, l_new, acc + p @ v
+
+
+def _tile_unscaled(m, l, acc, q, k, v):
+    return tile_step(m, l, acc, q, k, v, scale=1.0)
+
+
+def _tile_normalised_early(m, l, acc, q, k, v):
+    m_new, l_new, acc_new = tile_step(m, l, acc, q, k, v)
+    return m_new, l_new, acc_new / l_new
+
+
+def _tile_divided_by_d(m, l, acc, q, k, v):
+    return tile_step(m, l, acc, q, k, v, scale=1.0 / q.shape[-1])
+
+
+register(
+    Exercise(
+        id="ex-08-2",
+        function="tile_update",
+        reference=tile_update,
+        cases=[
+            Case("the first tile: 4 queries, 3 keys, d = 8 (m = -inf, l = 0, acc = 0)",
+                 _tile_inputs((4, 8), 3, 5, True, 0)),
+            Case("a second tile after an earlier one: 4 queries, 6 keys",
+                 _tile_inputs((4, 8), 6, 5, False, 1)),
+            Case("batched heads: (2, 3) x 5 queries, 4 keys, d = 6",
+                 _tile_inputs((2, 3, 5, 6), 4, 2, False, 2)),
+            Case("hidden: one query, 7 keys, later tile", _tile_inputs((1, 16), 7, 3, False, 3),
+                 hidden=True),
+            Case("hidden: batch 2, first tile", _tile_inputs((2, 3, 4), 5, 4, True, 4),
+                 hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "the accumulated output is not rescaled",
+                _tile_no_acc_rescale,
+                "acc holds sums of exp(s - m_old) v; when the maximum grows to m_new, multiply acc "
+                "by exp(m_old - m_new), like l, before adding p @ v_tile.",
+            ),
+            Misconception(
+                "no 1/sqrt(d) scaling of the scores",
+                _tile_unscaled,
+                "the scores are q k^T / sqrt(d), d = q_tile.shape[-1].",
+            ),
+            Misconception(
+                "acc is divided by l inside the step",
+                _tile_normalised_early,
+                "keep acc unnormalised while tiles arrive; divide by l once, after the last tile.",
+            ),
+            Misconception(
+                "the scores are divided by d instead of sqrt(d)",
+                _tile_divided_by_d,
+                "the scale is 1/sqrt(d), not 1/d.",
+            ),
+        ],
+        rtol=1e-9,
+        atol=1e-12,
+        hint="s = q k^T / sqrt(d); m_new = max(m, rowmax(s)); c = exp(m - m_new); "
+        "p = exp(s - m_new); l = c l + rowsum(p); acc = c acc + p @ v. Return (m_new, l, acc).",
+    )
+)
+
+# --------------------------------------------------------------------------- ex-08-3 KV cache
+
+
+def kv_decode_step(query, key, value, cache_k, cache_v):
+    """(output (B, H, 1, dv), cache_k (B, H, P+1, d), cache_v (B, H, P+1, dv)).
+
+    Append the new token's key and value to the cache, then let its query
+    attend to every cached position (itself included).
+    """
+    cache_k = torch.cat([cache_k, key], dim=-2)
+    cache_v = torch.cat([cache_v, value], dim=-2)
+    return tiled_attention(query, cache_k, cache_v), cache_k, cache_v
+
+
+def _decode_inputs(B, H, P, d, dv, seed):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(B, H, 1, d, generator=g, dtype=torch.float64)
+        k = torch.randn(B, H, 1, d, generator=g, dtype=torch.float64)
+        v = torch.randn(B, H, 1, dv, generator=g, dtype=torch.float64)
+        ck = torch.randn(B, H, P, d, generator=g, dtype=torch.float64)
+        cv = torch.randn(B, H, P, dv, generator=g, dtype=torch.float64)
+        return q, k, v, ck, cv
+
+    return make
+
+
+def _attend_before_append(query, key, value, cache_k, cache_v):
+    out = tiled_attention(query, cache_k, cache_v)
+    return out, torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+
+
+def _prepend(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([key, cache_k], dim=-2), torch.cat([value, cache_v], dim=-2)
+    return tiled_attention(query, ck, cv), ck, cv
+
+
+def _unscaled_decode(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+    return tiled_attention(query, ck, cv, scale=1.0), ck, cv
+
+
+def _causal_top_left(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+    return tiled_attention(query, ck, cv, is_causal=True), ck, cv
+
+
+register(
+    Exercise(
+        id="ex-08-3",
+        function="kv_decode_step",
+        reference=kv_decode_step,
+        cases=[
+            Case("B=1, H=2, 5 cached positions, d=4", _decode_inputs(1, 2, 5, 4, 4, 0)),
+            Case("B=2, H=3, 1 cached position, d=8, dv=3", _decode_inputs(2, 3, 1, 8, 3, 1)),
+            Case("an empty cache: B=1, H=1, d=4", _decode_inputs(1, 1, 0, 4, 2, 2)),
+            Case("hidden: B=3, H=2, 9 cached positions", _decode_inputs(3, 2, 9, 6, 5, 3),
+                 hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "the query attends to the cache before the new key and value are appended",
+                _attend_before_append,
+                "the new token may attend to itself: append its key and value first, then attend.",
+            ),
+            Misconception(
+                "the new key and value are put in front of the cache",
+                _prepend,
+                "positions are in order: the new token is the last one, cat([cache, new], dim=-2).",
+            ),
+            Misconception(
+                "no 1/sqrt(d) scaling of the scores",
+                _unscaled_decode,
+                "the scores are q k^T / sqrt(d), d = query.shape[-1].",
+            ),
+            Misconception(
+                "a top-left causal mask on the single new query (it then sees only position 0)",
+                _causal_top_left,
+                "one new query is the *last* position: it may attend to every cached key; a causal "
+                "mask for decoding must be aligned at the lower right (diagonal = P).",
+            ),
+        ],
+        rtol=1e-9,
+        atol=1e-12,
+        hint="cache_k = cat([cache_k, key], dim=-2) (same for values); weights = "
+        "softmax(query @ cache_k^T / sqrt(d)); output = weights @ cache_v. Return all three.",
+    )
+)
