@@ -1,0 +1,267 @@
+"""Chapter 07 exercises: cross-attention forward, the source mask, greedy decoding with attention."""
+
+import math
+
+import torch
+
+from attnlib.attention import scaled_dot_product_attention
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.cross_attention import TinyStepModel, cross_attention, greedy_decode_steps, source_key_mask
+from attnlib.seq2seq import BOS, EOS, PAD
+
+# --------------------------------------------------------------------------- ex-07-1 cross-attention forward
+
+
+def _cross_inputs(B, T, S, D_dec, D_enc, d_k, d_v, lengths, seed):
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    mask = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
+    states = (randn(B, T, D_dec), randn(B, S, D_enc))
+    return (*states, randn(D_dec, d_k), randn(D_enc, d_k), randn(D_enc, d_v), mask)
+
+
+def _attend(q, k, v, mask, scale=None, causal=False):
+    return scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, scale=scale, is_causal=causal, return_weights=True
+    )
+
+
+def _swapped_roles(dec, enc, w_q, w_k, w_v, mask):
+    # queries from the encoder, keys and values from the decoder; the source mask no longer fits
+    return _attend(enc @ w_q, dec @ w_k, dec @ w_v, None)
+
+
+def _causal(dec, enc, w_q, w_k, w_v, mask):
+    return _attend(dec @ w_q, enc @ w_k, enc @ w_v, mask[:, None, :], causal=True)
+
+
+def _no_mask(dec, enc, w_q, w_k, w_v, mask):
+    return _attend(dec @ w_q, enc @ w_k, enc @ w_v, None)
+
+
+def _inverted_mask(dec, enc, w_q, w_k, w_v, mask):
+    return _attend(dec @ w_q, enc @ w_k, enc @ w_v, ~mask[:, None, :])
+
+
+def _no_scale(dec, enc, w_q, w_k, w_v, mask):
+    return _attend(dec @ w_q, enc @ w_k, enc @ w_v, mask[:, None, :], scale=1.0)
+
+
+def _model_scale(dec, enc, w_q, w_k, w_v, mask):
+    return _attend(dec @ w_q, enc @ w_k, enc @ w_v, mask[:, None, :], scale=1.0 / math.sqrt(dec.shape[-1]))
+
+
+def _softmax_over_targets(dec, enc, w_q, w_k, w_v, mask):
+    q, k, v = dec @ w_q, enc @ w_k, enc @ w_v
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, T, S)
+    scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-2)  # over the T target positions: wrong
+    return weights @ v, weights
+
+
+register(
+    Exercise(
+        id="ex-07-1",
+        function="cross_attention",
+        reference=cross_attention,
+        cases=[
+            Case(
+                "one sentence: T=3 targets, S=5 sources (2 padded), D=4, d_k=d_v=2",
+                lambda: _cross_inputs(1, 3, 5, 4, 4, 2, 2, [3], 0),
+            ),
+            Case(
+                "batch of 2, source lengths 5 and 2, T=4, S=6, D=6, d_k=3, d_v=2",
+                lambda: _cross_inputs(2, 4, 6, 6, 6, 3, 2, [5, 2], 1),
+            ),
+            Case(
+                "one decoding step (T=1), D_dec=5 != D_enc=3, S=4, lengths 3 and 1",
+                lambda: _cross_inputs(2, 1, 4, 5, 3, 2, 3, [3, 1], 2),
+            ),
+            Case(
+                "hidden: batch of 3, T=6 > S=4, D=8, d_k=4, d_v=5",
+                lambda: _cross_inputs(3, 6, 4, 8, 8, 4, 5, [4, 2, 3], 3),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "queries from the encoder and keys/values from the decoder (roles swapped)",
+                _swapped_roles,
+                "in cross attention the decoder asks (queries: decoder_states @ w_q) and the encoder"
+                " answers (keys and values: encoder_states @ w_k, encoder_states @ w_v); the output"
+                " has one row per target position, (B, T, d_v).",
+            ),
+            Misconception(
+                "a causal mask in cross attention",
+                _causal,
+                "the causal mask belongs to the decoder's self-attention; every target position may"
+                " read the whole source, so cross attention uses only the source (padding) mask.",
+            ),
+            Misconception(
+                "the source mask is ignored",
+                _no_mask,
+                "padded source positions must get weight 0: apply source_mask, reshaped to (B, 1, S)"
+                " so that it broadcasts over the T target positions, before the softmax.",
+            ),
+            Misconception(
+                "the mask is inverted (attends only to the padding)",
+                _inverted_mask,
+                "True in source_mask means a real token that may be attended; fill the scores with"
+                " -inf where the mask is False.",
+            ),
+            Misconception(
+                "no 1/sqrt(d_k) scaling",
+                _no_scale,
+                "divide the scores q k^T by sqrt(d_k), the size of a query/key (w_q.shape[1]).",
+            ),
+            Misconception(
+                "scaled by sqrt(D_dec) (the model size) instead of sqrt(d_k)",
+                _model_scale,
+                "the scale is 1/sqrt(d_k) with d_k = w_q.shape[1], the size after the projection.",
+            ),
+            Misconception(
+                "softmax over the target axis instead of the source axis",
+                _softmax_over_targets,
+                "each target position's weights are a distribution over the S source positions:"
+                " softmax over the last axis (dim=-1) of the (B, T, S) scores.",
+            ),
+        ],
+        rtol=1e-6,
+        atol=1e-9,
+        hint="q = decoder_states @ w_q (B, T, d_k); k, v from encoder_states (B, S, ...); scores"
+        " (B, T, S) / sqrt(d_k), -inf where source_mask[:, None, :] is False, softmax over S, then @ v.",
+    )
+)
+
+
+# --------------------------------------------------------------------------- ex-07-2 the source mask
+
+
+def _mask_inputs(lengths, S):
+    return torch.tensor(lengths), S
+
+
+def _mask_2d(lengths, S):
+    return torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
+
+
+register(
+    Exercise(
+        id="ex-07-2",
+        function="source_mask",
+        reference=source_key_mask,
+        cases=[
+            Case("lengths [3, 1, 4], S=4", lambda: _mask_inputs([3, 1, 4], 4)),
+            Case("lengths [2, 5], S=6 (the last column is padding everywhere)",
+                 lambda: _mask_inputs([2, 5], 6)),
+            Case("one sequence without padding: lengths [3], S=3", lambda: _mask_inputs([3], 3)),
+            Case("hidden: lengths [4, 2, 5, 1], S=5", lambda: _mask_inputs([4, 2, 5, 1], 5), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "the mask is inverted (True at the padding)",
+                lambda lengths, S: ~source_key_mask(lengths, S),
+                "True means may attend: True at the real tokens, positions j < length.",
+            ),
+            Misconception(
+                "off by one: positions j <= length",
+                lambda lengths, S: (torch.arange(S)[None, :] <= lengths[:, None])[:, None, None, :],
+                "positions are counted from 0, so a source of length n has real tokens at 0 ... n-1: j < n.",
+            ),
+            Misconception(
+                "shape (B, S, 1): the mask would run along the target axis",
+                lambda lengths, S: _mask_2d(lengths, S)[:, :, None],
+                "the scores are (B, h, T, S): the source axis is the last one. Put the S positions"
+                " last and size-1 axes for heads and targets: (B, 1, 1, S).",
+            ),
+            Misconception(
+                "shape (B, S): does not broadcast over heads and targets",
+                _mask_2d,
+                "(B, S) against scores (B, h, T, S) would align B with T and S with S; add the head"
+                " and target axes: mask[:, None, None, :] -> (B, 1, 1, S).",
+            ),
+            Misconception(
+                "shape (B, 1, S): fits single-head scores (B, T, S) but not (B, h, T, S)",
+                lambda lengths, S: _mask_2d(lengths, S)[:, None, :],
+                "with heads the scores have four axes; (B, 1, S) would line B up with the heads."
+                " Use (B, 1, 1, S).",
+            ),
+        ],
+        hint="positions = torch.arange(S); mask = positions[None, :] < src_lengths[:, None] is (B, S);"
+        " then add the head and target axes.",
+    )
+)
+
+
+# --------------------------------------------------------------------------- ex-07-3 greedy decoding
+
+
+def _decode_inputs(batch_size, src_len, seed, eos_bias, max_len):
+    model = TinyStepModel(batch_size, src_len, seed=seed, eos_bias=eos_bias)
+    return model.step, model.initial_state(), batch_size, max_len
+
+
+def _greedy_variant(step, state, batch_size, max_len, *, pad_after=True, pad_eos=False, feed_bos=False,
+                    stop_batch=False):
+    prev = torch.full((batch_size,), BOS, dtype=torch.long)
+    finished = torch.zeros(batch_size, dtype=torch.bool)
+    out = []
+    for _ in range(max_len):
+        logits, state = step(prev, state)
+        token = logits.argmax(dim=-1)
+        if pad_after:
+            token = torch.where(finished, PAD, token)
+        is_eos = token == EOS
+        finished = finished | is_eos
+        out.append(torch.where(is_eos, PAD, token) if pad_eos else token)
+        prev = torch.full_like(token, BOS) if feed_bos else token
+        if stop_batch and is_eos.any():
+            break
+    return torch.stack(out, dim=1)
+
+
+register(
+    Exercise(
+        id="ex-07-3",
+        function="greedy_decode",
+        reference=greedy_decode_steps,
+        cases=[
+            Case("4 sequences, max_len=8 (seed 7): they end at different steps",
+                 lambda: _decode_inputs(4, 5, 7, 0.0, 8)),
+            Case("4 sequences, max_len=8 (seed 12): one never ends",
+                 lambda: _decode_inputs(4, 5, 12, 0.0, 8)),
+            Case("4 sequences, max_len=6 (seed 2, EOS bias 1)", lambda: _decode_inputs(4, 5, 2, 1.0, 6)),
+            Case("hidden: 4 sequences, max_len=8 (seed 17, EOS bias 1)",
+                 lambda: _decode_inputs(4, 5, 17, 1.0, 8), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "does not stop at EOS: tokens after EOS are kept",
+                lambda *a: _greedy_variant(*a, pad_after=False),
+                "once a sequence has produced EOS it is finished: every later position holds PAD.",
+            ),
+            Misconception(
+                "the EOS itself is replaced by PAD",
+                lambda *a: _greedy_variant(*a, pad_eos=True),
+                "keep the EOS token in the output; only the positions after it become PAD.",
+            ),
+            Misconception(
+                "feeds BOS (a fixed token) at every step instead of the prediction",
+                lambda *a: _greedy_variant(*a, feed_bos=True),
+                "at inference there is no gold token: the next input is the token just predicted.",
+            ),
+            Misconception(
+                "stops the whole batch when the first sequence ends",
+                lambda *a: _greedy_variant(*a, stop_batch=True),
+                "sequences end at different steps: run all max_len steps (the output is (B, max_len))"
+                " and PAD only the finished rows.",
+            ),
+        ],
+        hint="prev = BOS for every row; repeat max_len times: logits, state = step(prev, state);"
+        " token = argmax; PAD where already finished; record; mark EOS as finished; prev = token.",
+    )
+)
+

@@ -1,0 +1,176 @@
+"""Chapter 07: cross attention, the source mask, the encoder-decoder with cross attention."""
+
+import math
+
+import pytest
+import torch
+
+from attnlib.cross_attention import (
+    CrossAttentionSeq2Seq,
+    TinyStepModel,
+    cross_attention,
+    digits_to_words_batch,
+    digits_vocab,
+    greedy_decode_steps,
+    sinusoidal_positions,
+    source_key_mask,
+    token_strings,
+)
+from attnlib.masks import padding_mask
+from attnlib.seq2seq import BOS, EOS, PAD, sequence_accuracy, shift_right, train_seq2seq
+
+
+def _inputs(B=3, T=4, S=6, D_dec=5, D_enc=7, d_k=3, d_v=2, lengths=(6, 2, 4), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    mask = padding_mask(list(lengths), S)
+    return r(B, T, D_dec), r(B, S, D_enc), r(D_dec, d_k), r(D_enc, d_k), r(D_enc, d_v), mask
+
+
+def test_cross_attention_matches_torch_sdpa_float64():
+    dec, enc, w_q, w_k, w_v, mask = _inputs()
+    out, weights = cross_attention(dec, enc, w_q, w_k, w_v, mask)
+    q, k, v = dec @ w_q, enc @ w_k, enc @ w_v
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, :])
+    assert out.shape == (3, 4, 2) and weights.shape == (3, 4, 6)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4, dtype=torch.float64))
+    assert torch.all(weights.masked_select(~mask[:, None, :].expand_as(weights)) == 0)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(3)).masked_fill(~mask[:, None, :], -math.inf)
+    manual = torch.softmax(scores, -1)
+    torch.testing.assert_close(weights, manual)
+
+
+def test_cross_attention_ignores_padded_encoder_states():
+    dec, enc, w_q, w_k, w_v, mask = _inputs()
+    changed = enc.clone()
+    changed[1, 2:] = 1e3
+    torch.testing.assert_close(cross_attention(dec, enc, w_q, w_k, w_v, mask)[0],
+                               cross_attention(dec, changed, w_q, w_k, w_v, mask)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda a: (a[0][:, :, :4], *a[1:]), r"w_q \(5, 3\) must be \(D_dec=4"),
+        (lambda a: (a[0], a[1][:2], *a[2:]), "batch sizes differ"),
+        (lambda a: (*a[:5], a[5][:, :3]), r"source_mask must be bool \(B, S\) = \(3, 6\), got \(3, 3\)"),
+        (lambda a: (a[0][0], *a[1:]), r"expected decoder_states \(B, T, D_dec\)"),
+    ],
+)
+def test_cross_attention_bad_shapes_raise(change, match):
+    with pytest.raises(ValueError, match=match):
+        cross_attention(*change(_inputs()))
+
+
+def test_source_key_mask_shape_values_and_errors():
+    mask = source_key_mask(torch.tensor([3, 1, 4]), 5)
+    assert mask.shape == (3, 1, 1, 5) and mask.dtype == torch.bool
+    assert torch.equal(mask[:, 0, 0], padding_mask([3, 1, 4], 5))
+    assert source_key_mask(torch.tensor([2, 3])).shape == (2, 1, 1, 3)
+    assert torch.broadcast_shapes(mask.shape, (3, 2, 7, 5)) == (3, 2, 7, 5)
+    with pytest.raises(ValueError, match=r"\[0, S=3\]"):
+        source_key_mask(torch.tensor([4]), 3)
+    with pytest.raises(ValueError, match=r"1-D integer tensor \(B,\)"):
+        source_key_mask(torch.tensor([[1, 2]]), 3)
+
+
+def test_task_batches():
+    src, tgt = digits_to_words_batch(5, (1, 4), torch.Generator().manual_seed(0))
+    vocab = digits_vocab()
+    assert len(vocab) == 23 and src.shape == tgt.shape
+    for s, t in zip(src, tgt, strict=True):
+        words = token_strings(t, vocab)
+        digits = token_strings(s, vocab)
+        assert words[-1] == digits[-1] == "<eos>"
+        assert [vocab[13 + int(d)] for d in digits[:-1]] == words[:-1]
+    with pytest.raises(ValueError):
+        digits_to_words_batch(2, (3, 1))
+
+
+def test_sinusoidal_positions():
+    pe = sinusoidal_positions(7, 8)
+    assert pe.shape == (7, 8)
+    torch.testing.assert_close(pe[3, 0], torch.tensor(math.sin(3.0)))
+    torch.testing.assert_close(pe[3, 1], torch.tensor(math.cos(3.0)))
+
+
+@pytest.mark.parametrize("self_attention", [False, True])
+def test_model_shapes_weights_and_padding_invariance(self_attention):
+    torch.manual_seed(0)
+    model = CrossAttentionSeq2Seq(23, d_model=16, num_heads=2, self_attention=self_attention).eval()
+    src, tgt = digits_to_words_batch(4, (2, 6), torch.Generator().manual_seed(1))
+    tgt_in = shift_right(tgt)
+    logits, weights = model.forward_with_attention(src, tgt_in)
+    B, S, T = src.shape[0], src.shape[1], tgt.shape[1]
+    assert logits.shape == (B, T, 23) and weights.shape == (B, T, S)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, T))
+    real = (src != PAD)[:, None, :].expand_as(weights)
+    assert torch.all(weights[~real] == 0)
+    _, per_head = model.forward_with_attention(src, tgt_in, average_heads=False)
+    assert per_head.shape == (B, 2, T, S)
+    torch.testing.assert_close(per_head.mean(1), weights)
+    # one sentence alone gives the same logits as inside a padded batch
+    n = int((src[0] != PAD).sum())
+    alone = model(src[:1, :n], tgt_in[:1, : n])
+    torch.testing.assert_close(alone, logits[:1, :n], rtol=1e-5, atol=1e-5)
+
+
+def test_decoder_self_attention_is_causal_cross_attention_is_not():
+    torch.manual_seed(0)
+    model = CrossAttentionSeq2Seq(23, d_model=16, num_heads=2, self_attention=True).eval()
+    src, tgt = digits_to_words_batch(2, 5, torch.Generator().manual_seed(2))
+    tgt_in = shift_right(tgt)
+    changed = tgt_in.clone()
+    changed[:, -1] = 13  # a different last input token
+    a, b = model(src, tgt_in), model(src, changed)
+    torch.testing.assert_close(a[:, :-1], b[:, :-1], rtol=0, atol=0)
+    assert not torch.equal(a[:, -1], b[:, -1])
+    src_changed = src.clone()
+    src_changed[:, -2] = 3 + (src[:, -2] - 3 + 1) % 10  # the last digit: read by every target position
+    assert not torch.allclose(model(src_changed, tgt_in)[:, 0], a[:, 0])
+
+
+def test_greedy_decode_matches_teacher_forcing_on_its_own_output():
+    torch.manual_seed(0)
+    model = CrossAttentionSeq2Seq(23, d_model=16, num_heads=2, self_attention=True).eval()
+    src, _ = digits_to_words_batch(3, 4, torch.Generator().manual_seed(3))
+    tokens, weights = model.greedy_decode(src, 6, return_weights=True)
+    assert tokens.shape == (3, 6) and weights.shape == (3, 6, src.shape[1])
+    with torch.no_grad():
+        logits, forced_weights = model.forward_with_attention(src, shift_right(tokens))
+    first_eos = [(row == EOS).nonzero()[0, 0].item() if (row == EOS).any() else 6 for row in tokens]
+    for b, end in enumerate(first_eos):
+        assert torch.equal(logits[b, : end + 1].argmax(-1), tokens[b, : end + 1][: min(end + 1, 6)])
+        assert torch.all(tokens[b, end + 1 :] == PAD)
+    torch.testing.assert_close(forced_weights[0, :1], weights[0, :1])
+
+
+def test_greedy_decode_steps_pads_after_eos():
+    seq = torch.tensor([[3, 2, 4, 4], [4, 4, 4, 2]])
+
+    def step(prev, t):  # logits that pick seq[:, t] whatever the input
+        logits = torch.full((2, 6), -1.0)
+        logits[torch.arange(2), seq[:, t]] = 1.0
+        return logits, t + 1
+
+    out = greedy_decode_steps(step, 0, 2, 4)
+    assert out.tolist() == [[3, 2, PAD, PAD], [4, 4, 4, 2]]
+    tiny = TinyStepModel(4, 5, seed=7)
+    toks = greedy_decode_steps(tiny.step, tiny.initial_state(), 4, 8)
+    assert not (toks == BOS).any()
+    for row in toks:
+        if (row == EOS).any():
+            end = int((row == EOS).nonzero()[0, 0])
+            assert torch.all(row[end + 1 :] == PAD)
+
+
+def test_short_training_learns_the_task():
+    """A reduced budget (the chapter uses 300 steps on 1-12 digits): 200 steps on 1-6 digits."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = CrossAttentionSeq2Seq(23, d_model=32, num_heads=2, self_attention=False, position_shift=24)
+    losses = train_seq2seq(model, lambda g: digits_to_words_batch(32, (1, 6), g), 200, lr=3e-3, seed=0)
+    assert losses[-1] < 0.5 * losses[0]
+    src, tgt = digits_to_words_batch(100, 6, torch.Generator().manual_seed(9))
+    assert sequence_accuracy(model, src, tgt) >= 0.9  # 1.00 when measured
