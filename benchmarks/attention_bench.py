@@ -361,6 +361,9 @@ def main(argv=None) -> int:
     p.add_argument("--in-process", action="store_true",
                    help="run every point in this process (fast, memory figures less clean; "
                         "the default for --smoke)")
+    p.add_argument("--update", action="store_true",
+                   help="merge into an existing <out>/<mode>.json: the points measured now "
+                        "replace the same (implementation, n), the others are kept")
     p.add_argument("--worker", nargs=2, metavar=("IMPL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--head-to-head", type=int, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "unset"], default="passive",
@@ -424,7 +427,7 @@ def main(argv=None) -> int:
                   f"{row['matmul_gflops_here']:.0f} GFLOP/s) load {row['load'][0]:.2f}", flush=True)
 
     h2h = []
-    if not args.impl or {"tiled", "sdpa"} <= set(impls):
+    if args.rounds > 0 and (not args.impl or {"tiled", "sdpa"} <= set(impls)):
         for n in HEAD_TO_HEAD[mode_name] if not args.sizes else sizes[-1:]:
             if args.in_process:
                 h2h.append(head_to_head(n, args.rounds))
@@ -441,6 +444,26 @@ def main(argv=None) -> int:
                 r = h2h[-1]
                 print(f"  head-to-head n={n}: tiled/sdpa {r['ratio_tiled_to_sdpa']:.2f}, "
                       f"causal {r['ratio_tiled_causal_to_sdpa_causal']:.2f}", flush=True)
+
+    if args.update and (args.out / f"{mode_name}.json").is_file():
+        # keep the earlier points that were not measured again in this run
+        old = json.loads((args.out / f"{mode_name}.json").read_text())
+        fresh = {(r["impl"], r["n"]) for r in results} | {(r["impl"], r["n"]) for r in skipped}
+        results = [r for r in old["results"] if (r["impl"], r["n"]) not in fresh] + results
+        skipped = [r for r in old["skipped"] if (r["impl"], r["n"]) not in fresh] + skipped
+        new_h2h = {h["n"] for h in h2h}
+        h2h = sorted([h for h in old["head_to_head"] if h["n"] not in new_h2h] + h2h,
+                     key=lambda h: h["n"])
+        if old["matmul"]["torch_gflops"] > mm["torch_gflops"]:
+            mm = old["matmul"]  # the achievable rate: the best one measured
+        sizes = sorted(set(sizes) | set(old["meta"]["sizes"]))
+        load_start = old["meta"]["load_start"]
+        updates = old["meta"].get("updates", []) + [time.strftime("%Y-%m-%d %H:%M:%S")]
+    else:
+        updates = []
+    results.sort(key=lambda r: (list(IMPLS).index(r["impl"]), r["n"]))
+    for row in results:
+        row["fraction_of_matmul"] = row["gflops"] / mm["torch_gflops"]
 
     done = sorted({r["n"] for r in results})
     lo = 1024 if 1024 in done and done[-1] > 1024 else (done[len(done) // 2 - 1] if done else 0)
@@ -476,6 +499,7 @@ def main(argv=None) -> int:
             "memory_budget_mb": args.memory_budget,
             "fit_range": [lo, hi],
             "load_start": load_start,
+            "updates": updates,
             "elapsed_s": None,
         },
         "matmul": mm,
