@@ -16,8 +16,12 @@ the grader records it, and the load average (other jobs may share the
 machine). It writes ``benchmarks/results/grading.json``.
 
 ``--nbgrader PYTHON`` also times ``nbgrader autograde`` from the Python of a
-throwaway environment where nbgrader is installed (never the course's), on the
-same number of correct submissions, for comparison.
+throwaway environment where nbgrader and numpy are installed (never the
+course's), on ``--nbgrader-count`` submissions of an nbgrader version of the
+same exercise (correct, transposed, batch-transposed), for comparison::
+
+    python3 -m venv /tmp/nbg && /tmp/nbg/bin/pip install nbgrader==0.9.6 numpy
+    .venv/bin/python benchmarks/grading_bench.py --nbgrader /tmp/nbg/bin/python
 """
 
 from __future__ import annotations
@@ -97,6 +101,84 @@ def run_config(label: str, names: list[str], copies: int, jobs: int, zygote: boo
     }
 
 
+NBGRADER_TESTS = """import numpy as np
+rng = np.random.default_rng(0)
+for sa, sb in [((3, 2), (4, 2)), ((3, 5), (3, 5)), ((2, 3, 4), (2, 6, 4)), ((2, 3, 5, 4), (2, 3, 7, 4))]:
+    a, b = rng.normal(size=sa), rng.normal(size=sb)
+    assert np.allclose(pairwise_dot(a, b), a @ np.swapaxes(b, -1, -2))
+"""
+NBGRADER_ANSWERS = {
+    "correct": "def pairwise_dot(a, b):\n    return a @ np.swapaxes(b, -1, -2)\n",
+    "transposed": "def pairwise_dot(a, b):\n    return b @ np.swapaxes(a, -1, -2)\n",
+    "batch-transpose": "def pairwise_dot(a, b):\n    return a @ b.T\n",
+}
+
+
+def _nb_cell(source: str, **meta):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {
+        "schema_version": 3,
+        "locked": False,
+        "solution": False,
+        "grade": False,
+        **meta,
+    }
+    return cell
+
+
+def time_nbgrader(python: str, count: int, course: Path) -> dict:
+    """``nbgrader autograde`` on ``count`` submissions of an nbgrader version of exercise 00."""
+    import subprocess
+
+    nbgrader = str(Path(python).with_name("nbgrader"))
+    (course / "source" / "ps0").mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\nc.CourseDirectory.course_id = 'bench'\n"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        _nb_cell("import numpy as np", grade_id="imports", locked=True),
+        _nb_cell(
+            "def pairwise_dot(a, b):\n    ### BEGIN SOLUTION\n    return a @ np.swapaxes(b, -1, -2)\n"
+            "    ### END SOLUTION",
+            grade_id="answer",
+            solution=True,
+        ),
+        _nb_cell(NBGRADER_TESTS, grade_id="tests", grade=True, points=1, locked=True),
+    ]
+    nbformat.write(nb, course / "source" / "ps0" / "ex00.ipynb")
+    env = dict(os.environ, PATH=f"{Path(python).parent}:{os.environ.get('PATH', '')}")
+    subprocess.run(
+        [nbgrader, "generate_assignment", "ps0", "--force"],
+        cwd=course,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    release = nbformat.read(course / "release" / "ps0" / "ex00.ipynb", as_version=4)
+    kinds = list(NBGRADER_ANSWERS)
+    for k in range(count):
+        sub = nbformat.from_dict(json.loads(json.dumps(release)))
+        sub.cells[1].source = NBGRADER_ANSWERS[kinds[k % len(kinds)]]
+        folder = course / "submitted" / f"s{k:03d}" / "ps0"
+        folder.mkdir(parents=True)
+        nbformat.write(sub, folder / "ex00.ipynb")
+    start = time.perf_counter()
+    proc = subprocess.run([nbgrader, "autograde", "ps0"], cwd=course, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    graded = len(list((course / "autograded").glob("*/ps0/ex00.ipynb")))
+    return {
+        "label": "nbgrader-0.9.6-autograde",
+        "submissions": count,
+        "graded": graded,
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 3),
+        "seconds_per_submission": round(wall / count, 3),
+        "load_after": round(os.getloadavg()[0], 2),
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--copies", type=int, default=6)
@@ -104,6 +186,7 @@ def main(argv=None) -> int:
     parser.add_argument("--hostile", action="store_true", help="add hanging and crashing submissions")
     parser.add_argument("--no-zygote", action="store_true", help="also time a fresh interpreter per run")
     parser.add_argument("--nbgrader", default=None, help="python of a throwaway env with nbgrader")
+    parser.add_argument("--nbgrader-count", type=int, default=10, help="submissions for nbgrader")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "grading.json")
     args = parser.parse_args(argv)
     jobs = args.jobs or min(2, os.cpu_count() or 1)
@@ -129,9 +212,7 @@ def main(argv=None) -> int:
             results["runs"].append(result)
             print(json.dumps(result), flush=True)
         if args.nbgrader:
-            from nbgrader_compare import time_nbgrader  # noqa: PLC0415
-
-            result = time_nbgrader(args.nbgrader, len(NORMAL) * args.copies, work / "nbgrader")
+            result = time_nbgrader(args.nbgrader, args.nbgrader_count, work / "nbgrader")
             results["runs"].append(result)
             print(json.dumps(result), flush=True)
     finally:

@@ -228,16 +228,16 @@ def test_rerun_keeps_finished_students_and_regrades_changed_ones(graded, tmp_pat
     subs.mkdir()
     for name in ("correct", "stub", "empty"):
         (subs / f"{name}.ipynb").write_bytes((graded["subs"] / f"{name}.ipynb").read_bytes())
-    batch.grade("00-how-to-use", subs, out, settings=_settings(out), quiet=True)
+    batch.grade("00-how-to-use", subs, out, jobs=1, settings=_settings(out), quiet=True)
     first = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/record.json")}
     assert set(first) == {"correct", "stub", "empty"}
     (subs / "stub.ipynb").write_bytes((graded["subs"] / "correct.ipynb").read_bytes())
-    records = batch.grade("00-how-to-use", subs, out, settings=_settings(out), quiet=True)
+    records = batch.grade("00-how-to-use", subs, out, jobs=1, settings=_settings(out), quiet=True)
     second = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/record.json")}
     assert second["correct"] == first["correct"] and second["empty"] == first["empty"]
     assert second["stub"] != first["stub"]
     assert {r["student"]: r["total"] for r in records} == {"correct": 1, "empty": None, "stub": 1}
-    batch.grade("00-how-to-use", subs, out, force=True, settings=_settings(out), quiet=True)
+    batch.grade("00-how-to-use", subs, out, jobs=1, force=True, settings=_settings(out), quiet=True)
     third = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/record.json")}
     assert all(third[k] != second[k] for k in third)
 
@@ -280,6 +280,24 @@ def test_kill_9_loses_nothing_finished(graded, tmp_path):
     assert len(rows) == len(names)
     assert rows["correct"]["total"] == "1" and rows["mis-transposed"]["total"] == "0"
     assert all(r["status"] != "not-graded" for r in rows.values())
+
+
+def test_a_fresh_interpreter_per_run_gives_the_same_verdicts(graded, tmp_path):
+    """The fallback without the pre-warmed zygote: one new Python per run."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    names = ["correct", "loop-in-function", "os-exit", "mis-batch-transpose"]
+    for name in names:
+        (subs / f"{name}.ipynb").write_bytes((graded["subs"] / f"{name}.ipynb").read_bytes())
+    out = tmp_path / "out"
+    settings = _settings(out)
+    settings.zygote = False
+    records = {
+        r["student"]: r for r in batch.grade("00-how-to-use", subs, out, settings=settings, quiet=True)
+    }
+    for name in names:
+        status, _score, total = graded["expected"][name]
+        assert (records[name]["status"], records[name]["total"]) == (status, total), records[name]
 
 
 # --------------------------------------------------------------------------- units
