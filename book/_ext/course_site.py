@@ -1,0 +1,52 @@
+"""Small fixes to the built pages that the browser test (tests/test_browser.py) found.
+
+* Inline scripts added twice: with Sphinx 7.4 the inline configuration scripts of
+  sphinx-thebe and sphinx-togglebutton end up twice in every page (once from the
+  registry, once from the builder, the copies differing only in ``None`` versus
+  ``''`` as the file name), and the second ``const THEBE_JS_URL`` is a console
+  error ("Identifier 'THEBE_JS_URL' has already been declared"). Each page keeps
+  the first copy.
+* The theme's colour mode: with no ``default_mode`` the PyData theme logs "Got
+  invalid theme mode" on a reader's first visit; the default here is ``auto``
+  (follow the reader's system setting), as ``html_context['default_mode']``.
+"""
+
+from __future__ import annotations
+
+from sphinx.application import Sphinx
+
+
+def default_theme_mode(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    # The PyData theme reads it from the template context (html_context), not the theme options.
+    if not context.get("default_mode"):
+        context["default_mode"] = "auto"
+
+
+def _key(script) -> tuple | None:
+    filename = getattr(script, "filename", script)
+    if filename:
+        return None  # files are deduplicated by Sphinx itself
+    attributes = getattr(script, "attributes", {}) or {}
+    return ("inline", tuple(sorted((k, str(v)) for k, v in attributes.items())))
+
+
+def drop_duplicate_inline_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    seen, kept = set(), []
+    for script in scripts:
+        key = _key(script)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(script)
+    if len(kept) != len(scripts):
+        scripts[:] = kept
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("html-page-context", default_theme_mode)
+    app.connect("html-page-context", drop_duplicate_inline_scripts, priority=900)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,257 @@
+"""Every page of _toc.yml, opened in headless Chromium as a reader would see it.
+
+The strictly built site (``built_book``) is served on 127.0.0.1 and each page is
+loaded in Debian's Chromium, driven by Selenium and Debian's chromedriver. A page
+passes when
+
+* its math is typeset: every ``.math`` element holds MathJax output and none is
+  a MathJax error (with the local MathJax of book/_ext/course_mathjax.py; a site
+  built with the CDN MathJax cannot typeset offline, so then only the MathJax
+  script tag is checked);
+* every figure loaded (``naturalWidth > 0``);
+* a notebook page shows its launch buttons (Binder, Colab, JupyterHub);
+* the browser console has no error, except failures to reach external hosts
+  (this machine is offline).
+
+A full-page screenshot of each page goes to ``test-artifacts/screenshots/``.
+The test is skipped, saying why, where Chromium, chromedriver or Selenium is
+missing (``.ci/run`` installs Chromium with apt).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from test_launch import notebook_entries, toc_entries
+
+pytestmark = pytest.mark.book
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+CHROMEDRIVER_CANDIDATES = ("/usr/bin/chromedriver",)
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--window-size=1280,900",
+)
+PAGES = toc_entries(ROOT)  # read once, at collection: chapters may land while the tests run
+MAX_SCREENSHOT_HEIGHT = 24000  # px; longer pages are cut there
+MATH_TIMEOUT = 30  # s
+
+
+def _find(candidates, name):
+    for path in candidates:
+        if Path(path).is_file():
+            return path
+    return shutil.which(name)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = _find(CHROMIUM_CANDIDATES, "chromium")
+    chromedriver = _find(CHROMEDRIVER_CANDIDATES, "chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip(
+            "browser test skipped: Debian's Chromium and chromedriver are not installed "
+            f"(chromium: {chromium}, chromedriver: {chromedriver}); "
+            "install them with `apt-get install chromium chromium-driver` (.ci/run does this)"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="browser test skipped: the selenium package is not installed in .venv"
+    )
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    profile = tempfile.mkdtemp(prefix="course-chromium-")
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(built_book):
+    """(base URL, html folder) of the built site served on 127.0.0.1, a random free port."""
+    html, _ = built_book
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(html)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", html
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# JavaScript run in the page --------------------------------------------------------------------
+
+RENDERED = "mjx-container, .MathJax_CHTML, .MathJax, .MathJax_SVG, .MathJax_Display"
+UNRENDERED_MATH_JS = f"""
+return Array.from(document.querySelectorAll('main .math'))
+  .filter(el => !el.querySelector('{RENDERED}'))
+  .map(el => el.textContent.trim().slice(0, 80));
+"""
+MATH_ERRORS_JS = """
+return Array.from(document.querySelectorAll('mjx-merror, .MathJax_Error, .noError, merror'))
+  .map(el => (el.getAttribute('data-mjx-error') || el.textContent || '').trim().slice(0, 120));
+"""
+MATHJAX_BUSY_JS = """
+const mj = window.MathJax;
+if (!mj) return true;
+if (mj.Hub) return !(mj.isReady && mj.Hub.queue.pending === 0 && mj.Hub.queue.running === 0);
+return !(mj.startup && mj.startup.document && mj.typesetPromise);
+"""
+IMAGES_JS = """
+return Array.from(document.querySelectorAll('main img')).map(img => ({
+  src: img.getAttribute('src') || '', url: img.currentSrc || img.src,
+  complete: img.complete, width: img.naturalWidth}));
+"""
+LAUNCH_LINKS_JS = """
+return Array.from(document.querySelectorAll('.dropdown-launch-buttons a, a.btn-launch'))
+  .map(a => a.href);
+"""
+
+
+def _wait(driver, script, timeout, until=lambda value: not value):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(script)
+        if until(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.25)
+
+
+def _screenshot(driver, path: Path) -> None:
+    """A full-page PNG: the window is made as tall as the page, so that sticky parts
+    (the header, the page's table of contents) sit where a reader sees them."""
+    height_js = "return Math.ceil(document.documentElement.scrollHeight);"
+    height = driver.execute_script(height_js)
+    for _ in range(3):  # a taller window can change the layout: measure again
+        driver.set_window_size(1280, min(max(height, 900), MAX_SCREENSHOT_HEIGHT))
+        time.sleep(0.3)
+        new_height = driver.execute_script(height_js)
+        if new_height == height:
+            break
+        height = new_height
+    driver.execute_script("window.scrollTo(0, 0);")
+    path.write_bytes(driver.get_screenshot_as_png())
+
+
+def _console_errors(driver, base_url: str) -> list[str]:
+    errors = []
+    for entry in driver.get_log("browser"):
+        if entry.get("level") != "SEVERE":
+            continue
+        message = entry.get("message", "")
+        urls = re.findall(r"(?:https?|wss?)://[^\s\"')]+", message)
+        if urls and not any(url.startswith(base_url) for url in urls):
+            continue  # an external host: unreachable from an offline machine, not the site's fault
+        if "net::ERR_INTERNET_DISCONNECTED" in message or "net::ERR_NAME_NOT_RESOLVED" in message:
+            if base_url not in message:
+                continue
+        errors.append(message)
+    return errors
+
+
+def _slug(entry: str) -> str:
+    return entry.replace("/", "__")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_screenshot_folder():
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.mark.parametrize("entry", PAGES)
+def test_page_renders_in_chromium(entry, browser, site):
+    base_url, html = site
+    driver = browser
+    driver.get_log("browser")  # drop what an earlier page left
+    driver.set_window_size(1280, 900)
+    driver.get(f"{base_url}{entry}.html")
+    _wait(driver, "return document.readyState !== 'complete';", 30)
+    local_mathjax = (html / "_static" / "mathjax").is_dir()
+    page_math = driver.execute_script("return document.querySelectorAll('main .math').length;")
+    problems = []
+
+    # Math --------------------------------------------------------------------------------------
+    if page_math:
+        scripts = driver.execute_script(
+            "return Array.from(document.scripts).map(s => s.getAttribute('src') || '');"
+        )
+        mathjax_scripts = [s for s in scripts if "mathjax" in s.lower()]
+        if not mathjax_scripts:
+            problems.append(f"{page_math} math elements but no MathJax script")
+        if local_mathjax:
+            unrendered = _wait(driver, UNRENDERED_MATH_JS, MATH_TIMEOUT)
+            _wait(driver, MATHJAX_BUSY_JS, MATH_TIMEOUT)
+            if unrendered:
+                problems.append(f"{len(unrendered)} of {page_math} not typeset: {unrendered[:3]}")
+            errors = driver.execute_script(MATH_ERRORS_JS)
+            if errors:
+                problems.append(f"MathJax errors: {errors[:5]}")
+
+    # Full-page screenshot (before the image check, which it helps: the whole page is laid out) --
+    _screenshot(driver, SCREENSHOTS / f"{_slug(entry)}.png")
+
+    # Figures -----------------------------------------------------------------------------------
+    images = _wait(driver, IMAGES_JS, 15, until=lambda imgs: all(i["complete"] for i in imgs))
+    for img in images:
+        external = re.match(r"(?:https?:)?//", img["src"]) and not img["url"].startswith(base_url)
+        if not external and (not img["complete"] or img["width"] == 0):
+            problems.append(f"figure not loaded: {img['src']}")
+
+    # Launch links ------------------------------------------------------------------------------
+    if entry in notebook_entries(ROOT):
+        hrefs = driver.execute_script(LAUNCH_LINKS_JS)
+        for host, name in (
+            ("mybinder.org", "Binder"),
+            ("colab.research.google.com", "Colab"),
+            ("/hub/user-redirect/git-pull", "JupyterHub"),
+        ):
+            if not any(host in href for href in hrefs):
+                problems.append(f"no {name} launch link in the page (found {hrefs})")
+        buttons = driver.find_elements("css selector", "button[aria-label='Launch interactive content']")
+        if not any(b.is_displayed() for b in buttons):
+            problems.append("the launch button (rocket) is not visible in the header")
+
+    # Console -----------------------------------------------------------------------------------
+    problems += [f"console: {message}" for message in _console_errors(driver, base_url)]
+
+    assert not problems, f"{entry}.html:\n  " + "\n  ".join(problems)
+
+
+def test_screenshots_cover_every_page(browser, site):
+    """Runs after the pages (pytest keeps file order): one screenshot per _toc.yml entry."""
+    missing = [e for e in PAGES if not (SCREENSHOTS / f"{_slug(e)}.png").is_file()]
+    assert not missing, f"no screenshot for {missing}"
