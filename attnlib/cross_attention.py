@@ -21,6 +21,7 @@ from torch import nn
 
 from attnlib._validate import as_shape
 from attnlib.attention import scaled_dot_product_attention
+from attnlib.masks import causal_mask
 from attnlib.modules import MultiHeadAttention
 from attnlib.seq2seq import BOS, EOS, PAD
 
@@ -32,6 +33,7 @@ __all__ = [
     "CrossAttentionSeq2Seq",
     "TinyStepModel",
     "cross_attention",
+    "decoder_masks",
     "digits_to_words_batch",
     "digits_vocab",
     "greedy_decode_steps",
@@ -75,6 +77,28 @@ def source_key_mask(src_lengths: torch.Tensor, src_len: int | None = None) -> to
     positions = torch.arange(S, device=src_lengths.device)  # (S,)
     mask = positions[None, :] < src_lengths[:, None]  # (B, S)
     return mask[:, None, None, :]  # (B, 1, 1, S)
+
+
+def decoder_masks(
+    src_lengths: torch.Tensor, src_len: int, tgt_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two masks of a Transformer decoder layer.
+
+    Args:
+        src_lengths: (B,) integer tensor, the true source lengths.
+        src_len: S, the padded source length.
+        tgt_len: T, the number of target positions.
+
+    Returns:
+        `(self_mask, cross_mask)`: self_mask bool (T, T), lower triangular (causal:
+        target position t may attend to positions <= t) for the decoder's
+        self-attention; cross_mask bool (B, 1, 1, S) (`source_key_mask`) for the
+        cross attention, which has no causal part.
+    """
+    if isinstance(tgt_len, bool) or not isinstance(tgt_len, int) or tgt_len < 1:
+        raise ValueError(f"decoder_masks: tgt_len must be a positive integer, got {tgt_len!r}")
+    self_mask = causal_mask(tgt_len)  # (T, T)
+    return self_mask, source_key_mask(src_lengths, src_len)  # (T, T), (B, 1, 1, S)
 
 
 def cross_attention(

@@ -9,6 +9,7 @@ from attnlib.cross_attention import (
     CrossAttentionSeq2Seq,
     TinyStepModel,
     cross_attention,
+    decoder_masks,
     digits_to_words_batch,
     digits_vocab,
     greedy_decode_steps,
@@ -73,6 +74,14 @@ def test_source_key_mask_shape_values_and_errors():
         source_key_mask(torch.tensor([4]), 3)
     with pytest.raises(ValueError, match=r"1-D integer tensor \(B,\)"):
         source_key_mask(torch.tensor([[1, 2]]), 3)
+
+
+def test_decoder_masks():
+    self_mask, cross_mask = decoder_masks(torch.tensor([2, 4]), 4, 3)
+    assert torch.equal(self_mask, torch.tril(torch.ones(3, 3, dtype=torch.bool)))
+    assert torch.equal(cross_mask, source_key_mask(torch.tensor([2, 4]), 4))
+    with pytest.raises(ValueError, match="tgt_len"):
+        decoder_masks(torch.tensor([2]), 2, 0)
 
 
 def test_task_batches():

@@ -6,7 +6,13 @@ import torch
 
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.checks.core import Case, Exercise, Misconception, register
-from attnlib.cross_attention import TinyStepModel, cross_attention, greedy_decode_steps, source_key_mask
+from attnlib.cross_attention import (
+    TinyStepModel,
+    cross_attention,
+    decoder_masks,
+    greedy_decode_steps,
+    source_key_mask,
+)
 from attnlib.seq2seq import BOS, EOS, PAD
 
 # --------------------------------------------------------------------------- ex-07-1 cross-attention forward
@@ -265,3 +271,60 @@ register(
     )
 )
 
+
+
+# --------------------------------------------------------------------------- ex-07-4 which mask where
+
+
+def _masks_inputs(lengths, S, T):
+    return torch.tensor(lengths), S, T
+
+
+def _src2d(lengths, S):
+    return torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
+
+
+register(
+    Exercise(
+        id="ex-07-4",
+        function="decoder_masks",
+        reference=decoder_masks,
+        cases=[
+            Case("lengths [3, 2], S=4, T=3", lambda: _masks_inputs([3, 2], 4, 3)),
+            Case("lengths [1, 4, 2], S=5, T=4", lambda: _masks_inputs([1, 4, 2], 5, 4)),
+            Case("one pair, S=2, T=5 (more targets than sources)", lambda: _masks_inputs([2], 2, 5)),
+            Case("hidden: lengths [5, 3], S=6, T=6", lambda: _masks_inputs([5, 3], 6, 6), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "a causal mask in the cross attention too",
+                lambda lengths, S, T: (
+                    torch.ones(T, T, dtype=torch.bool).tril(),
+                    source_key_mask(lengths, S) & torch.ones(T, S, dtype=torch.bool).tril(),
+                ),
+                "cross attention reads the source, which is known in full before decoding starts:"
+                " its mask is only the padding mask (B, 1, 1, S). The causal mask is for self-attention.",
+            ),
+            Misconception(
+                "no causal mask in the decoder's self-attention",
+                lambda lengths, S, T: (torch.ones(T, T, dtype=torch.bool), source_key_mask(lengths, S)),
+                "in self-attention target position t must not see positions after t (the words it is"
+                " about to predict): a lower-triangular (T, T) mask.",
+            ),
+            Misconception(
+                "the causal mask is transposed (upper triangular: attends to the future)",
+                lambda lengths, S, T: (
+                    torch.ones(T, T, dtype=torch.bool).triu(), source_key_mask(lengths, S)
+                ),
+                "row t (the query) may see columns j <= t: torch.tril, not torch.triu.",
+            ),
+            Misconception(
+                "the cross mask has shape (B, S): not broadcast over heads and targets",
+                lambda lengths, S, T: (torch.ones(T, T, dtype=torch.bool).tril(), _src2d(lengths, S)),
+                "give the cross mask size-1 axes for heads and target positions: (B, 1, 1, S).",
+            ),
+        ],
+        hint="self_mask = torch.ones(T, T, dtype=torch.bool).tril(); cross_mask = the (B, 1, 1, S)"
+        " source mask of exercise 07.2.",
+    )
+)
