@@ -187,6 +187,7 @@ def worker(name: str, n: int, min_time: float, max_repeats: int) -> dict:
         "extra_mb": extra / 2**20,
         "memory_method": method,
         "load": os.getloadavg(),
+        "niceness": os.getpriority(os.PRIO_PROCESS, 0),
     }
 
 
@@ -210,6 +211,7 @@ def head_to_head(n: int, rounds: int) -> dict:
         "ratio_tiled_to_sdpa": med["tiled"] / med["sdpa"],
         "ratio_tiled_causal_to_sdpa_causal": med["tiled_causal"] / med["sdpa_causal"],
         "load": os.getloadavg(),
+        "niceness": os.getpriority(os.PRIO_PROCESS, 0),
     }
 
 
@@ -364,6 +366,9 @@ def main(argv=None) -> int:
     p.add_argument("--update", action="store_true",
                    help="merge into an existing <out>/<mode>.json: the points measured now "
                         "replace the same (implementation, n), the others are kept")
+    p.add_argument("--nice", type=int, default=0,
+                   help="change the niceness of the measuring processes by this much (negative "
+                        "= higher priority, needs the right to do so; for a busy shared machine)")
     p.add_argument("--worker", nargs=2, metavar=("IMPL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--head-to-head", type=int, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "unset"], default="passive",
@@ -383,6 +388,11 @@ def main(argv=None) -> int:
         print(json.dumps(head_to_head(args.head_to_head, args.rounds)))
         return 0
 
+    if args.nice:
+        try:
+            os.nice(args.nice)  # the worker processes inherit it
+        except OSError as exc:
+            print(f"could not change the niceness by {args.nice}: {exc}", file=sys.stderr)
     mode_name = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.smoke:
         args.min_time, args.max_repeats, args.rounds = 0.0, 1, 1
@@ -490,6 +500,7 @@ def main(argv=None) -> int:
             "memory_method": results[0]["memory_method"] if results else None,
             "in_process": bool(args.in_process),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
             "memory_definition": "peak RSS during one call minus the RSS just before it "
                                  "(inputs built, libraries warmed up), fresh process per point",
             "time_definition": "median of >= 3 calls after one warm-up, fresh process per point",
