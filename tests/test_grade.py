@@ -308,6 +308,11 @@ def test_wire_round_trip_and_refusals():
     encoded = wire.encode(tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in value))
     back = wire.decode(json.loads(json.dumps(encoded)))
     assert np.array_equal(back[0], value[0]) and back[1]["w"].dtype == bool and back[2] is None
+    for scalar in (np.asarray(2.5), np.asarray(True), np.asarray(7)):
+        back = wire.decode(wire.encode(scalar))
+        assert back.shape == () and back.dtype == scalar.dtype and back == scalar
+    strided = np.arange(12.0).reshape(3, 4)[:, ::2].T
+    assert np.array_equal(wire.decode(wire.encode(strided)), strided)
     with pytest.raises(TypeError):
         wire.encode(np.array([object()], dtype=object))
     bad = wire.encode(np.zeros(3))

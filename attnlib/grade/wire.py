@@ -32,7 +32,9 @@ def encode(value: Any, depth: int = 0) -> Any:
     if value is None:
         return {"k": "none"}
     if isinstance(value, np.ndarray):
-        arr = np.ascontiguousarray(value)
+        arr = np.asarray(value)  # not ascontiguousarray: it turns a 0-d array into shape (1,)
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")
         if arr.dtype.kind not in _KINDS:
             raise TypeError(f"cannot compare an array of dtype {arr.dtype}")
         if arr.nbytes > MAX_ARRAY_BYTES:
