@@ -300,6 +300,44 @@ def test_a_fresh_interpreter_per_run_gives_the_same_verdicts(graded, tmp_path):
         assert (records[name]["status"], records[name]["total"]) == (status, total), records[name]
 
 
+CHAPTERS = sorted(
+    p.stem for p in (ROOT / "solutions").glob("*.ipynb") if (ROOT / "exercises" / p.name).is_file()
+)
+
+
+def test_every_chapters_solution_gets_full_marks(tmp_path):
+    """The grader works for every chapter's exercises, whatever their outputs (scalars, tuples, tensors)."""
+    from attnlib.grade.runner import base_env
+    from attnlib.grade.zygote import Zygote
+
+    zygote = Zygote(sys.executable, str(ROOT), base_env(), ISOLATION == "namespaces")
+    problems = {}
+    try:
+        for chapter in CHAPTERS:
+            subs = tmp_path / chapter / "subs"
+            subs.mkdir(parents=True)
+            (subs / "solution.ipynb").write_bytes((ROOT / "solutions" / f"{chapter}.ipynb").read_bytes())
+            out = tmp_path / chapter / "out"
+            settings = _settings(out)
+            settings.timeout_cell = 120.0
+            settings.timeout_total = 400.0
+            settings.zygotes = [zygote]
+            [record] = batch.grade(chapter, subs, out, jobs=1, settings=settings, quiet=True)
+            if record["status"] != "graded" or record["total"] != record["max"]:
+                problems[chapter] = (
+                    record["status"],
+                    record.get("incidents"),
+                    {
+                        ex: [c for c in data["cases"] if c["status"] != "passed"][:2]
+                        for ex, data in record["exercises"].items()
+                        if data["score"] != data["points"]
+                    },
+                )
+    finally:
+        zygote.close()
+    assert not problems, problems
+
+
 # --------------------------------------------------------------------------- units
 
 

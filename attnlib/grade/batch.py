@@ -111,7 +111,8 @@ def grade(
             if not quiet:
                 progress.update(record)
 
-    if settings.zygote and settings.isolation in ("namespaces", "none") and todo:
+    own_zygotes = settings.zygotes is None  # a caller may lend its own, for several assignments
+    if own_zygotes and settings.zygote and settings.isolation in ("namespaces", "none") and todo:
         isolate = settings.isolation == "namespaces"
         settings.zygotes = [
             Zygote(settings.python, str(ROOT), base_env(), isolate) for _ in range(min(jobs, len(todo)))
@@ -135,9 +136,10 @@ def grade(
             write_csv()
         raise
     finally:
-        for zygote in settings.zygotes or []:
-            zygote.close()
-        settings.zygotes = None
+        if own_zygotes:
+            for zygote in settings.zygotes or []:
+                zygote.close()
+            settings.zygotes = None
     pool.shutdown(wait=True)
     try:
         (out / ".work").rmdir()
