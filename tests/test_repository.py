@@ -28,7 +28,9 @@ def test_every_top_level_folder_outside_the_book_is_excluded_from_sphinx():
         if path.is_dir() and path.name not in BOOK_SOURCES and path.name != ".git":
             if path.name.startswith(".") and path.name not in {".venv", ".ci", ".github"}:
                 continue
-            assert any(fnmatch.fnmatch(path.name, pattern) for pattern in excluded), f"{path.name}/ is not in _config.yml exclude_patterns"
+            assert any(fnmatch.fnmatch(path.name, pattern) for pattern in excluded), (
+                f"{path.name}/ is not in _config.yml exclude_patterns"
+            )
 
 
 def test_notebooks_are_re_executed_on_every_build():
