@@ -31,7 +31,8 @@ from attnlib.grade.wire import WireError, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEEP = 8192
-MAX_EVENT_BYTES = 512 << 20
+MAX_EVENT_BYTES = 256 << 20  # everything one run may send on the channel
+MAX_LINE_BYTES = 100 << 20  # one message: a 64 MB array in base64, and room to spare
 
 
 @dataclass
@@ -264,15 +265,17 @@ class _Run:
                     open_streams -= 1
                     continue
                 event_bytes += len(data)
-                if event_bytes > MAX_EVENT_BYTES:
-                    return RunOutcome("fatal", step, "the process sent too much data")
+                start = len(buffer)  # only the new bytes can hold the next newline
                 buffer += data
+                if event_bytes > MAX_EVENT_BYTES:
+                    return RunOutcome("flood", step, "the process sent too much data on the grader's channel")
                 while True:
-                    cut = buffer.find(b"\n")
+                    cut = buffer.find(b"\n", start)
                     if cut < 0:
                         break
                     line = bytes(buffer[:cut])
                     del buffer[: cut + 1]
+                    start = 0
                     event = self._parse(line)
                     if event is None:
                         continue
@@ -286,6 +289,10 @@ class _Run:
                         return RunOutcome("fatal", step, str(event.get("message", ""))[:500])
                     else:
                         self.events.append(event)
+                if len(buffer) > MAX_LINE_BYTES:
+                    return RunOutcome(
+                        "flood", step, "the process sent too long a message on the grader's channel"
+                    )
             if exited_at is None and poll() is not None:
                 exited_at = time.monotonic()
 
@@ -400,6 +407,9 @@ def grade_submission(
             break
         if outcome.end == "stopped":
             record["status"] = "interrupted"
+            break
+        if outcome.end == "flood":
+            record["review"].append(outcome.message)
             break
         if outcome.end == "fatal":
             record["status"] = "grader-error"

@@ -189,6 +189,22 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ),
         ("needs-review", 0, 0),  # it wrote to the grader's channel: flagged
     )
+    subs["channel-flood"] = (
+        _with_answer(
+            CORRECT,
+            after=[
+                "import os, stat\n"
+                "for fd in range(3, 64):\n"
+                "    try:\n"
+                "        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fd > 2:\n"
+                "            for _ in range(300):\n"
+                "                os.write(fd, b'z' * 2**20)\n"
+                "    except OSError:\n"
+                "        pass\n"
+            ],
+        ),
+        ("needs-review", 1, 1),  # flooded the grader's channel after its answer was judged
+    )
     subs["output-flood"] = (
         _with_answer(
             CORRECT,
