@@ -188,7 +188,7 @@ def test_feedback_names_the_misconceptions_and_never_shows_the_solution(graded):
     fb = graded["out"] / "feedback"
     text = (fb / "mis-transposed.md").read_text(encoding="utf-8")
     assert "the result is transposed" in text and "put a on the left" in text
-    text = (fb / "mis-batch-transpose-einsum.md").read_text(encoding="utf-8")
+    text = (fb / "mis-batch-transpose.md").read_text(encoding="utf-8")
     assert "b.T swaps the batch axes too" in text
     text = (fb / "stub.md").read_text(encoding="utf-8")
     assert "Not attempted" in text

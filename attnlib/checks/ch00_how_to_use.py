@@ -38,7 +38,9 @@ register(
             ),
             Misconception(
                 "b.T swaps the batch axes too",
-                lambda a, b: a @ b.T if b.ndim == 2 else np.einsum("...nd,md...->...nm", a, b.T),
+                # On batched inputs NumPy refuses a @ b.T; the checker names this variant
+                # when the learner's code raises the same error.
+                lambda a, b: a @ b.T,
                 "for batched arrays transpose only the last two axes: np.swapaxes(b, -1, -2).",
             ),
         ],
