@@ -124,6 +124,20 @@ MATH_ERRORS_JS = """
 return Array.from(document.querySelectorAll('mjx-merror, .MathJax_Error, .noError, merror'))
   .map(el => (el.getAttribute('data-mjx-error') || el.textContent || '').trim().slice(0, 120));
 """
+# Display equations (no equation number) whose typeset box is off the centre of its block.
+OFF_CENTRE_MATH_JS = """
+const out = [];
+for (const block of document.querySelectorAll('main div.math')) {
+  if (block.querySelector('.eqno')) continue;
+  const eq = block.querySelector('mjx-math, .MJXc-display > .MathJax_CHTML, .MathJax_Display > .MathJax');
+  if (!eq) continue;
+  const b = block.getBoundingClientRect(), e = eq.getBoundingClientRect();
+  if (b.width === 0 || e.width >= 0.7 * b.width) continue;
+  const offset = (e.left + e.width / 2) - (b.left + b.width / 2);
+  if (Math.abs(offset) > 0.15 * b.width) out.push(block.textContent.trim().slice(0, 60));
+}
+return out;
+"""
 MATHJAX_BUSY_JS = """
 const mj = window.MathJax;
 if (!mj) return true;
@@ -220,6 +234,9 @@ def test_page_renders_in_chromium(entry, browser, site):
             errors = driver.execute_script(MATH_ERRORS_JS)
             if errors:
                 problems.append(f"MathJax errors: {errors[:5]}")
+            off_centre = driver.execute_script(OFF_CENTRE_MATH_JS)
+            if off_centre:
+                problems.append(f"display equations not centred: {off_centre[:3]}")
 
     # Full-page screenshot (before the image check, which it helps: the whole page is laid out) --
     _screenshot(driver, SCREENSHOTS / f"{_slug(entry)}.png")
