@@ -369,6 +369,11 @@ def main(argv=None) -> int:
     p.add_argument("--nice", type=int, default=0,
                    help="change the niceness of the measuring processes by this much (negative "
                         "= higher priority, needs the right to do so; for a busy shared machine)")
+    p.add_argument("--merge", nargs="*", type=Path, metavar="JSON",
+                   help="with --update or --replot: also take the points of these result files "
+                        "(same mode and settings)")
+    p.add_argument("--replot", action="store_true",
+                   help="measure nothing; recompute the fits and plots of <out>/<mode>.json")
     p.add_argument("--worker", nargs=2, metavar=("IMPL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--head-to-head", type=int, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "unset"], default="passive",
@@ -407,9 +412,13 @@ def main(argv=None) -> int:
     started = time.time()
     load_start = os.getloadavg()
     print(f"mode {mode_name}: n = {sizes}", flush=True)
-    mm = matmul_flops(256 if args.smoke else 2048)
-    print(f"matmul: torch {mm['torch_gflops']:.0f} GFLOP/s, numpy {mm['numpy_gflops']:.0f}",
-          flush=True)
+    if args.replot:  # measure nothing: recompute fits, fractions and plots of <mode>.json
+        impls, args.update, args.rounds = [], True, 0
+        mm = {"torch_gflops": 0.0}
+    else:
+        mm = matmul_flops(256 if args.smoke else 2048)
+        print(f"matmul: torch {mm['torch_gflops']:.0f} GFLOP/s, numpy {mm['numpy_gflops']:.0f}",
+              flush=True)
 
     results, skipped = [], []
     for name in impls:
@@ -458,12 +467,28 @@ def main(argv=None) -> int:
     if args.update and (args.out / f"{mode_name}.json").is_file():
         # keep the earlier points that were not measured again in this run
         old = json.loads((args.out / f"{mode_name}.json").read_text())
-        fresh = {(r["impl"], r["n"]) for r in results} | {(r["impl"], r["n"]) for r in skipped}
-        results = [r for r in old["results"] if (r["impl"], r["n"]) not in fresh] + results
-        skipped = [r for r in old["skipped"] if (r["impl"], r["n"]) not in fresh] + skipped
-        new_h2h = {h["n"] for h in h2h}
-        h2h = sorted([h for h in old["head_to_head"] if h["n"] not in new_h2h] + h2h,
-                     key=lambda h: h["n"])
+        for other in args.merge or []:  # points of other runs, same settings
+            more = json.loads(Path(other).read_text())
+            old["results"] += more["results"]
+            old["head_to_head"] += more["head_to_head"]
+            old["meta"]["updates"] = old["meta"].get("updates", []) + [f"merged {other}"]
+        # A point measured more than once keeps its least disturbed measurement: the one
+        # whose process saw the fastest matmul.
+        best = {}
+        for r in old["results"] + results:
+            key = (r["impl"], r["n"])
+            if key not in best or r["matmul_gflops_here"] > best[key]["matmul_gflops_here"]:
+                best[key] = r
+        fresh = {(r["impl"], r["n"]) for r in skipped}
+        results = [r for key, r in best.items() if key not in fresh]
+        by_n = {}
+        for h in old["head_to_head"] + h2h:  # the head-to-head under the lowest load
+            if h["n"] not in by_n or h["load"][0] < by_n[h["n"]]["load"][0]:
+                by_n[h["n"]] = h
+        h2h = list(by_n.values())
+        measured = set(best)
+        skipped = [r for r in old["skipped"] if (r["impl"], r["n"]) not in measured] + skipped
+        h2h.sort(key=lambda h: h["n"])
         if old["matmul"]["torch_gflops"] > mm["torch_gflops"]:
             mm = old["matmul"]  # the best one measured at a start
         sizes = sorted(set(sizes) | set(old["meta"]["sizes"]))
