@@ -307,6 +307,9 @@ def tiled_attention(
     -------
     (..., L, Ev), the dtype of ``query``. A query row with no key it may attend
     gets an all-zero output.
+
+    Forward only: the in-place updates are not differentiable, so inputs that
+    require grad raise ``RuntimeError`` unless gradients are disabled.
     """
     batch, L, S, E, Ev = _check_qkv(query, key, value)
     n = math.prod(batch)
@@ -341,6 +344,12 @@ def _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k):
     k (n, S, E); v (n, S, Ev). Returns (n, g, L, Ev)."""
     _check_block(block_q, "block_q")
     _check_block(block_k, "block_k")
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        raise RuntimeError(
+            "tiled attention is forward-only (its in-place updates are not differentiable): "
+            "call it under torch.no_grad() or torch.inference_mode(), or use "
+            "torch.nn.functional.scaled_dot_product_attention to train"
+        )
     n, g, L, E = q.shape
     S, Ev = k.shape[1], v.shape[2]
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)

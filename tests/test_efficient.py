@@ -258,6 +258,15 @@ def test_bad_input_raises_value_error_naming_shapes():
         tiled_attention(q, k.double(), v)
 
 
+def test_forward_only_with_a_clear_error():
+    q, k, v = qkv(1, 2, 5, 8)
+    q.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="forward-only"):
+        tiled_attention(q, k, v)
+    with torch.no_grad():
+        torch.testing.assert_close(tiled_attention(q, k, v), reference(q.detach(), k, v), **F32)
+
+
 # ---------------------------------------------------------------- MQA / GQA
 
 
