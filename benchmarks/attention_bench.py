@@ -530,7 +530,7 @@ def main(argv=None) -> int:
             "memory_method": results[0]["memory_method"] if results else None,
             "in_process": bool(args.in_process),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+            "niceness": sorted({r.get("niceness", 0) for r in results}),
             "memory_definition": "peak RSS during one call minus the RSS just before it "
                                  "(inputs built, libraries warmed up), fresh process per point",
             "time_definition": "median of >= 3 calls after one warm-up, fresh process per point",
