@@ -274,6 +274,14 @@ def test_page_renders_in_chromium(entry, browser, site):
 
 
 def test_screenshots_cover_every_page(browser, site):
-    """Runs after the pages (pytest keeps file order): one screenshot per _toc.yml entry."""
+    """Runs after the pages (pytest keeps file order): one screenshot per _toc.yml entry,
+    and an index.html in the screenshot folder to look through them."""
     missing = [e for e in PAGES if not (SCREENSHOTS / f"{_slug(e)}.png").is_file()]
+    rows = "\n".join(
+        f'<h2>{entry}</h2><a href="{_slug(entry)}.png"><img src="{_slug(entry)}.png" width="640"></a>'
+        for entry in PAGES if entry not in missing
+    )
+    (SCREENSHOTS / "index.html").write_text(
+        f"<!doctype html><meta charset=utf-8><title>Screenshots</title>\n{rows}\n", encoding="utf-8"
+    )
     assert not missing, f"no screenshot for {missing}"
