@@ -364,8 +364,8 @@ def main(argv=None) -> int:
                    help="run every point in this process (fast, memory figures less clean; "
                         "the default for --smoke)")
     p.add_argument("--update", action="store_true",
-                   help="merge into an existing <out>/<mode>.json: the points measured now "
-                        "replace the same (implementation, n), the others are kept")
+                   help="merge into an existing <out>/<mode>.json: a point measured again keeps "
+                        "its fastest measurement (other jobs only add time), the others are kept")
     p.add_argument("--nice", type=int, default=0,
                    help="change the niceness of the measuring processes by this much (negative "
                         "= higher priority, needs the right to do so; for a busy shared machine)")
@@ -472,12 +472,12 @@ def main(argv=None) -> int:
             old["results"] += more["results"]
             old["head_to_head"] += more["head_to_head"]
             old["meta"]["updates"] = old["meta"].get("updates", []) + [f"merged {other}"]
-        # A point measured more than once keeps its least disturbed measurement: the one
-        # whose process saw the fastest matmul.
+        # A point measured more than once keeps its least disturbed measurement. Other jobs
+        # can only add time, so that is the fastest one (its memory is the same every time).
         best = {}
         for r in old["results"] + results:
             key = (r["impl"], r["n"])
-            if key not in best or r["matmul_gflops_here"] > best[key]["matmul_gflops_here"]:
+            if key not in best or r["time_ms"] < best[key]["time_ms"]:
                 best[key] = r
         fresh = {(r["impl"], r["n"]) for r in skipped}
         results = [r for key, r in best.items() if key not in fresh]
