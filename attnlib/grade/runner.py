@@ -108,8 +108,15 @@ class _Run:
             "scratch": str(self.scratch),
             "scratch_mb": settings.scratch_mb,
             "hide": [str(p) for p in settings.hide],
+            # The attnlib package, not the repository root: a root folder of mode 0700
+            # (a fresh mktemp clone) is opened up with only these children visible.
             "needed": sorted(
-                {sys.prefix, sys.base_prefix, str(Path(settings.python).resolve().parent), str(ROOT)}
+                {
+                    sys.prefix,
+                    sys.base_prefix,
+                    str(Path(settings.python).resolve().parent),
+                    str(ROOT / "attnlib"),
+                }
             ),
             "uid": uid,
             "memory_mb": settings.memory_mb,
