@@ -159,6 +159,15 @@ def test_binder_installs_cpu_torch_and_attnlib(repo_root):
     assert post_build.startswith("#!"), "binder/postBuild needs a shebang (Binder runs it as a script)"
 
 
+def test_every_notebook_installs_attnlib_when_missing(repo_root):
+    """Colab and JupyterHub start without attnlib: each notebook's first code cell installs it."""
+    proc = subprocess.run(
+        [sys.executable, str(repo_root / "tools" / "setup_cell.py"), "--check"],
+        cwd=repo_root, capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_setup_cell_is_the_first_code_cell_and_idempotent(repo_root, tmp_path):
     import nbformat
 
