@@ -11,6 +11,21 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE_DIR = ROOT / "test-artifacts" / "site"
 
 
+@pytest.fixture
+def one_thread():
+    """Run a test on one torch thread, as the chapters do for their tiny models.
+
+    On a shared 2-core CPU tiny recurrent and attention models train several
+    times faster on one thread, and the results repeat exactly.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -24,14 +24,7 @@ from attnlib.seq2seq import (
     unshuffle_batch,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny recurrent models run much faster (and identically) on one thread of a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def gen(seed=0):

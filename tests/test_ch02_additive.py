@@ -22,13 +22,7 @@ from attnlib.seq2seq import (
     unshuffle_batch,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_numpy_step_matches_the_formula_term_by_term():

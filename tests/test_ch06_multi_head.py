@@ -73,13 +73,6 @@ def test_first_and_previous_batch():
         first_and_previous_batch(4, 1, 5, torch.Generator())
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: much faster on a busy CPU
-    yield
-    torch.set_num_threads(before)
-
 
 def test_two_heads_specialise_on_the_toy_task(one_thread):
     model, losses = train_first_and_previous(num_heads=2, steps=200, seed=0)

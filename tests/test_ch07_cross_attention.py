@@ -174,16 +174,11 @@ def test_greedy_decode_steps_pads_after_eos():
             assert torch.all(row[end + 1 :] == PAD)
 
 
-def test_short_training_learns_the_task():
+def test_short_training_learns_the_task(one_thread):
     """A reduced budget (the chapter uses 300 steps on 1-12 digits): 200 steps on 1-6 digits."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the chapter: faster for a model this small
-    try:
-        torch.manual_seed(0)
-        model = CrossAttentionSeq2Seq(23, d_model=32, num_heads=2, self_attention=False, position_shift=24)
-        losses = train_seq2seq(model, lambda g: digits_to_words_batch(32, (1, 6), g), 200, lr=3e-3, seed=0)
-    finally:
-        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = CrossAttentionSeq2Seq(23, d_model=32, num_heads=2, self_attention=False, position_shift=24)
+    losses = train_seq2seq(model, lambda g: digits_to_words_batch(32, (1, 6), g), 200, lr=3e-3, seed=0)
     assert losses[-1] < 0.5 * losses[0]
     src, tgt = digits_to_words_batch(100, 6, torch.Generator().manual_seed(9))
     assert sequence_accuracy(model, src, tgt) >= 0.9  # 1.00 when measured
