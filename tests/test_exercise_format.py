@@ -223,6 +223,19 @@ def test_partial_credit_counts_cases(toy_exercise):
     assert result.fraction == 0.5
 
 
+def test_an_exercise_loads_only_its_own_chapters_checks():
+    """A notebook's check (and the grader) never imports, or breaks on, another chapter's module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from attnlib.checks import get_exercise; get_exercise('ex-00-1');"
+        "print(sorted(m for m in sys.modules if m.startswith('attnlib.checks.ch')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['attnlib.checks.ch00_how_to_use']"
+
+
 def test_unknown_exercise_names_the_known_ones():
     with pytest.raises(KeyError, match="known exercises: .*ex-00-1"):
         evaluate("ex-42-9", print)

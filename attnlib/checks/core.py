@@ -121,21 +121,35 @@ def register(exercise: Exercise) -> Exercise:
     return exercise
 
 
+def _import_check_modules(prefix: str = "ch") -> None:
+    """Import the ``attnlib/checks`` modules whose names start with ``prefix``."""
+    package = importlib.import_module("attnlib.checks")
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith(prefix):
+            importlib.import_module(f"attnlib.checks.{info.name}")
+
+
 def _discover() -> None:
     """Import every ``attnlib/checks/ch*.py`` module once, which registers its exercises."""
     global _DISCOVERED
-    if _DISCOVERED:
-        return
-    package = importlib.import_module("attnlib.checks")
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("ch"):
-            importlib.import_module(f"attnlib.checks.{info.name}")
-    _DISCOVERED = True
+    if not _DISCOVERED:
+        _import_check_modules()
+        _DISCOVERED = True
 
 
 def get_exercise(exercise_id: str) -> Exercise:
-    """The registered exercise with this id; ``KeyError`` naming the known ids otherwise."""
-    _discover()
+    """The registered exercise with this id; ``KeyError`` naming the known ids otherwise.
+
+    Only the check modules of the exercise's own chapter (``ex-02-1`` ->
+    ``ch02_*``) are imported first, so a notebook's checks (and the grader)
+    never depend on another chapter's module.
+    """
+    if exercise_id not in _REGISTRY:
+        parts = str(exercise_id).split("-")
+        if len(parts) == 3 and parts[1].isdigit():
+            _import_check_modules(f"ch{parts[1]}_")
+    if exercise_id not in _REGISTRY:
+        _discover()
     try:
         return _REGISTRY[exercise_id]
     except KeyError:

@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 
 from attnlib import assign
+from attnlib.checks import get_exercise
 from attnlib.grade import report, sandbox
-from attnlib.grade.registry import load_exercise
 from attnlib.grade.runner import ROOT, Settings, base_env, grade_submission
 from attnlib.grade.submission import Assignment, find_submissions, resolve_assignment
 from attnlib.grade.zygote import Zygote
@@ -25,7 +25,7 @@ def load_assignment(spec: str) -> Assignment:
     points = {k: float(v) for k, v in assign.exercise_ids(nb).items()}
     if not points:
         raise ValueError(f"{path} has no exercise cells (metadata attnlib.exercise)")
-    functions = {ex_id: load_exercise(ex_id).function for ex_id in points}
+    functions = {ex_id: get_exercise(ex_id).function for ex_id in points}
     return Assignment(path=path, points=points, functions=functions)
 
 
@@ -48,7 +48,7 @@ def grade(
     """
     started = time.monotonic()
     assignment = load_assignment(assignment_spec)
-    exercises = {ex_id: load_exercise(ex_id) for ex_id in assignment.points}
+    exercises = {ex_id: get_exercise(ex_id) for ex_id in assignment.points}
     ex_ids = list(assignment.points)
     out = Path(out).resolve()
     submissions = Path(submissions).resolve()
