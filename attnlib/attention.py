@@ -7,12 +7,10 @@ import math
 import torch
 
 from attnlib._validate import as_shape, check_attention, check_floating
-from attnlib.functional import softmax
+from attnlib.functional import _LOW_PRECISION, softmax
 from attnlib.masks import causal_mask
 
 __all__ = ["scaled_dot_product_attention"]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def scaled_dot_product_attention(
