@@ -7,6 +7,10 @@
   must run from top to bottom without an error (nbval's lax mode).
 
 Plain ``pytest`` does this without ``--nbval``; pass ``--no-notebooks`` to skip them.
+
+Markers by room (see CONTRIBUTING.md): notebooks, the book build and everything
+under ``tests/grader/`` are ``slow``; the grader's tests are also ``grader``.
+``bash tools/test.sh -m "not slow"`` is the contributor's quick loop.
 """
 
 from pathlib import Path
@@ -36,3 +40,16 @@ def pytest_collect_file(file_path: Path, parent):
     collector = IPyNbFile.from_parent(parent, path=file_path)
     collector.compare_outputs = top in STRICT
     return collector
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    grader_dir = config.rootpath / "tests" / "grader"
+    for item in items:
+        path = Path(str(item.path))
+        if path.suffix == ".ipynb" or item.get_closest_marker("book"):
+            item.add_marker(pytest.mark.slow)
+        if grader_dir in path.parents:
+            item.add_marker(pytest.mark.grader)
+            item.add_marker(pytest.mark.slow)

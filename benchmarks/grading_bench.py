@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/grading_bench.py --copies 2 --hostile   # adds hanging and crashing ones
     .venv/bin/python benchmarks/grading_bench.py --no-zygote     # a fresh interpreter per submission
 
-The class is built from ``tests/grading/fake_class.py`` (chapter 00): correct,
+The class is built from ``tests/grader/fake_class.py`` (chapter 00): correct,
 not attempted, each misconception, partial credit, a syntax error, a NumPy
 monkeypatch, an nbformat v3 notebook, magics, a deleted check cell. ``--hostile``
 adds an endless loop, a fork bomb, ``os._exit`` and a segmentation fault, whose
@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "grading"))
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 import fake_class  # noqa: E402
 import nbformat  # noqa: E402

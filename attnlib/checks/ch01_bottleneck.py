@@ -3,8 +3,16 @@
 import torch
 from torch import nn
 
+from attnlib.chapters.seq2seq import (
+    BOS,
+    EOS,
+    PAD,
+    Seq2SeqGRU,
+    _after_eos_to_pad,
+    exact_match,
+    final_state_context,
+)
 from attnlib.checks.core import Case, Exercise, Misconception, register
-from attnlib.seq2seq import BOS, EOS, PAD, Seq2SeqGRU, _after_eos_to_pad, exact_match, final_state_context
 
 
 def context_vector(embedding: nn.Embedding, gru: nn.GRU, src: torch.Tensor, lengths: torch.Tensor):

@@ -5,15 +5,15 @@ import math
 import torch
 
 from attnlib.attention import scaled_dot_product_attention
-from attnlib.checks.core import Case, Exercise, Misconception, register
-from attnlib.cross_attention import (
+from attnlib.chapters.cross_attention import (
     TinyStepModel,
     cross_attention,
     decoder_masks,
     greedy_decode_steps,
     source_key_mask,
 )
-from attnlib.seq2seq import BOS, EOS, PAD
+from attnlib.chapters.seq2seq import BOS, EOS, PAD
+from attnlib.checks.core import Case, Exercise, Misconception, register
 
 # --------------------------------------------------------------------------- ex-07-1 cross-attention forward
 

@@ -1,4 +1,4 @@
-"""Small fixes to the built pages that the browser test (tests/test_browser.py) found.
+"""Small fixes to the built pages that the browser test (tests/site/test_browser.py) found.
 
 * Inline scripts added twice: with Sphinx 7.4 the inline configuration scripts of
   sphinx-thebe and sphinx-togglebutton end up twice in every page (once from the

@@ -1,6 +1,6 @@
 """The instructor's grader grades a fake class of honest, broken and hostile submissions.
 
-One module-scoped run grades the whole class (tests/grading/fake_class.py);
+One module-scoped run grades the whole class (tests/grader/fake_class.py);
 the tests then read its gradebook, feedback and Gradescope files. Time limits
 are short (a few seconds per cell) so the batch stays bounded.
 """
@@ -24,8 +24,8 @@ import pytest
 from attnlib.grade import batch, report, sandbox, submission, wire
 from attnlib.grade.runner import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "grading"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 import fake_class  # noqa: E402
 
 TIMEOUT_CELL = 4.0

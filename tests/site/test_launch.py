@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def toc_entries(root: Path = ROOT) -> list[str]:

@@ -1,6 +1,6 @@
 """scaled_dot_product_attention against torch.nn.functional.scaled_dot_product_attention.
 
-Tolerances: see tests/helpers_numerics.py (float64 atol=rtol=1e-12, float32
+Tolerances: see tests/library/helpers_numerics.py (float64 atol=rtol=1e-12, float32
 atol 1e-6 vs the float64 reference, half precision atol 1e-2).
 """
 

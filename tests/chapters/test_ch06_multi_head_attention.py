@@ -6,8 +6,12 @@ import pytest
 import torch
 
 import attnlib
-from attnlib.checks.ch06_multi_head import merge_heads, multi_head_attention, split_heads
-from attnlib.heads import FirstAndPrevious, first_and_previous_batch, train_first_and_previous
+from attnlib.chapters.first_and_previous import (
+    FirstAndPrevious,
+    first_and_previous_batch,
+    train_first_and_previous,
+)
+from attnlib.checks.ch06_multi_head_attention import merge_heads, multi_head_attention, split_heads
 
 
 def test_split_then_merge_is_identity_and_split_matches_slicing():

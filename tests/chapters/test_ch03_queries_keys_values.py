@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import attnlib
 from attnlib import numpy as anp
-from attnlib.retrieval import (
+from attnlib.chapters.retrieval import (
     SCORE_FUNCTIONS,
     attend,
     corrupt_queries,

@@ -35,7 +35,7 @@ from test_launch import notebook_entries, toc_entries
 
 pytestmark = pytest.mark.book
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMEDRIVER_CANDIDATES = ("/usr/bin/chromedriver",)

@@ -1,17 +1,10 @@
-"""Chapter 02: the additive-attention encoder-decoder of attnlib.seq2seq and the exercise references."""
+"""Chapter 02: the additive-attention encoder-decoder (chapters.seq2seq) and the exercise references."""
 
 import numpy as np
 import pytest
 import torch
 
-from attnlib.checks.ch02_additive_attention import (
-    additive_attention_forward,
-    alignment_scores,
-    alignment_weights,
-    attention_context,
-)
-from attnlib.modules import AdditiveAttention
-from attnlib.seq2seq import (
+from attnlib.chapters.seq2seq import (
     BOS,
     EOS,
     PAD,
@@ -21,6 +14,13 @@ from attnlib.seq2seq import (
     train_seq2seq,
     unshuffle_batch,
 )
+from attnlib.checks.ch02_additive_attention import (
+    additive_attention_forward,
+    alignment_scores,
+    alignment_weights,
+    attention_context,
+)
+from attnlib.modules import AdditiveAttention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

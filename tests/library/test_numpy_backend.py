@@ -1,6 +1,6 @@
 """attnlib.numpy against the PyTorch backend and torch's own ops.
 
-Tolerances: see tests/helpers_numerics.py (float64 atol=rtol=1e-12; float32
+Tolerances: see tests/library/helpers_numerics.py (float64 atol=rtol=1e-12; float32
 atol 1e-6 vs float64; float16 atol 1e-2).
 """
 

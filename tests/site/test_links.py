@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_LIST = ROOT / "test-artifacts" / "external-links.txt"
 LINK_ATTRIBUTES = {
     "a": "href", "link": "href", "area": "href",

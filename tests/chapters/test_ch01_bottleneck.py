@@ -1,9 +1,9 @@
-"""attnlib.seq2seq: token tasks, the no-attention GRU encoder-decoder, training and metrics."""
+"""attnlib.chapters.seq2seq: token tasks, the no-attention GRU encoder-decoder, training and metrics."""
 
 import pytest
 import torch
 
-from attnlib.seq2seq import (
+from attnlib.chapters.seq2seq import (
     BOS,
     DIGIT_OFFSET,
     EOS,

@@ -1,6 +1,6 @@
 """Property tests (hypothesis) of attention: invariances every correct attention obeys.
 
-Tolerances: see tests/helpers_numerics.py; all properties run in float64 and
+Tolerances: see tests/library/helpers_numerics.py; all properties run in float64 and
 are checked to atol=rtol=1e-12. Examples are drawn as small shapes plus a seed
 (the tensors come from a seeded torch generator), which keeps each example
 cheap; max_examples=50 per property.

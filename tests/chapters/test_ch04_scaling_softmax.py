@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnlib import numpy as anp
+from attnlib.chapters.retrieval import permutation_keys
 from attnlib.checks.ch04_scaling_softmax import (
     _lse_global_max,
     _lse_naive,
@@ -18,7 +19,6 @@ from attnlib.checks.ch04_scaling_softmax import (
     scaled_scores,
     stable_softmax,
 )
-from attnlib.retrieval import permutation_keys
 
 
 @pytest.mark.parametrize("d_k", [4, 64, 512])

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnlib.cross_attention import (
+from attnlib.chapters.cross_attention import (
     CrossAttentionSeq2Seq,
     TinyStepModel,
     cross_attention,
@@ -17,8 +17,8 @@ from attnlib.cross_attention import (
     source_key_mask,
     token_strings,
 )
+from attnlib.chapters.seq2seq import BOS, EOS, PAD, sequence_accuracy, shift_right, train_seq2seq
 from attnlib.masks import padding_mask
-from attnlib.seq2seq import BOS, EOS, PAD, sequence_accuracy, shift_right, train_seq2seq
 
 
 def _inputs(B=3, T=4, S=6, D_dec=5, D_enc=7, d_k=3, d_v=2, lengths=(6, 2, 4), seed=0):

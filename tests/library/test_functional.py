@@ -1,6 +1,6 @@
 """softmax, log_softmax, logsumexp and masked_softmax against torch's own ops.
 
-Tolerances: see tests/helpers_numerics.py (float64 atol=rtol=1e-12, float32
+Tolerances: see tests/library/helpers_numerics.py (float64 atol=rtol=1e-12, float32
 atol 1e-6 vs float64, half precision atol 1e-2).
 """
 

@@ -1,6 +1,6 @@
 """MultiHeadAttention against torch.nn.MultiheadAttention, and AdditiveAttention.
 
-Tolerances: see tests/helpers_numerics.py (float64 atol=rtol=1e-12). The torch
+Tolerances: see tests/library/helpers_numerics.py (float64 atol=rtol=1e-12). The torch
 module is float64 and in eval mode; weights are copied with `from_torch`.
 torch's `key_padding_mask` and bool `attn_mask` mean True = IGNORE, the
 opposite of attnlib, and torch defaults to batch_first=False.

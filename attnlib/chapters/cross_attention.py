@@ -7,7 +7,7 @@ key padding mask of shape (B, 1, 1, S) that broadcasts over the heads and over
 the T target positions. Cross attention has no causal mask: every target
 position may read the whole source.
 
-Token conventions are those of chapter 01 (`attnlib.seq2seq`): PAD = 0,
+Token conventions are those of chapter 01 (`attnlib.chapters.seq2seq`): PAD = 0,
 BOS = 1, EOS = 2.
 """
 
@@ -21,9 +21,9 @@ from torch import nn
 
 from attnlib._validate import as_shape
 from attnlib.attention import scaled_dot_product_attention
+from attnlib.chapters.seq2seq import BOS, EOS, PAD
 from attnlib.masks import causal_mask
 from attnlib.modules import MultiHeadAttention
-from attnlib.seq2seq import BOS, EOS, PAD
 
 __all__ = [
     "BOS",
@@ -174,7 +174,7 @@ def digits_to_words_batch(
         generator: a seeded torch.Generator.
 
     Returns:
-        `(src, tgt)` as in `attnlib.seq2seq`: src (B, S) = digit tokens (3 + d)
+        `(src, tgt)` as in `attnlib.chapters.seq2seq`: src (B, S) = digit tokens (3 + d)
         then EOS, tgt (B, S) = word tokens (13 + d) then EOS, right-padded with
         PAD; S = 1 + the longest length. See `digits_vocab` for the names.
     """
@@ -281,7 +281,7 @@ class CrossAttentionSeq2Seq(nn.Module):
     sub-layer is residual and followed by LayerNorm.
 
     Same `forward(src, tgt_in, src_lengths=None)` and
-    `greedy_decode(src, max_len, src_lengths=None)` as `attnlib.seq2seq.Seq2SeqGRU`.
+    `greedy_decode(src, max_len, src_lengths=None)` as `attnlib.chapters.seq2seq.Seq2SeqGRU`.
 
     Args:
         vocab_size: V, shared by source and target.

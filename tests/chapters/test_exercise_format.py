@@ -11,7 +11,7 @@ from attnlib import assign
 from attnlib.checks import Case, Exercise, Misconception, all_exercises, evaluate
 from attnlib.checks.core import compare_outputs, to_arrays
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 CHECK_CALL = re.compile(r'check\(\s*"(ex-\d{2}-\d+)"\s*,\s*([A-Za-z_]\w*)\s*\)')

@@ -1,6 +1,6 @@
 """padding_mask, causal_mask, combine_masks, as_additive_mask.
 
-Tolerances: see tests/helpers_numerics.py (float64 atol=rtol=1e-12).
+Tolerances: see tests/library/helpers_numerics.py (float64 atol=rtol=1e-12).
 """
 
 import pytest
