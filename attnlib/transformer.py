@@ -1,0 +1,242 @@
+"""The Transformer block (chapter 10), built on attnlib's own MultiHeadAttention.
+
+One block is two sublayers, each wrapped in a residual connection and a
+LayerNorm (He et al. 2016; Ba et al. 2016):
+
+* pre-norm (``norm_first=True``, Xiong et al. 2020)::
+
+      x = x + drop(attn(norm1(x)))
+      x = x + drop(ffn(norm2(x)))
+
+* post-norm (``norm_first=False``, Vaswani et al. 2017)::
+
+      x = norm1(x + drop(attn(x)))
+      x = norm2(x + drop(ffn(x)))
+
+``ffn`` is the position-wise feed-forward net ``W2 act(W1 x)``. Chapter 10
+switches parts off to measure why each is there (``residual``, ``layer_norm``,
+``feed_forward``); the defaults are the standard block, equal to
+``torch.nn.TransformerEncoderLayer`` (see :meth:`TransformerBlock.from_torch`).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlib.efficient import KVCache, decode_step
+from attnlib.modules import MultiHeadAttention, merge_heads, split_heads
+
+__all__ = ["TransformerBlock"]
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+class TransformerBlock(nn.Module):
+    """A Transformer encoder block (or, with ``is_causal=True``, a decoder-only block).
+
+    Parameters
+    ----------
+    d_model : model width D.
+    num_heads : attention heads h (D divisible by h).
+    d_ff : hidden width of the feed-forward net.
+    dropout : dropout on the attention weights, inside the feed-forward net
+        and on each sublayer's output (as ``nn.TransformerEncoderLayer``).
+    norm_first : pre-norm (True) or post-norm (False).
+    activation : ``"relu"`` or ``"gelu"``.
+    layer_norm_eps : LayerNorm's epsilon.
+    residual, layer_norm, feed_forward : keyword-only switches for the
+        ablations of chapter 10; all True is the standard block.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        *,
+        residual: bool = True,
+        layer_norm: bool = True,
+        feed_forward: bool = True,
+    ):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("num_heads", num_heads), ("d_ff", d_ff)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"TransformerBlock: {name} must be an int, got {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"TransformerBlock: {name} must be >= 1, got {value}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"TransformerBlock: activation must be 'relu' or 'gelu', got {activation!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"TransformerBlock: dropout must be in [0, 1), got {dropout}")
+        self.norm_first = norm_first
+        self.residual = residual
+        self.activation = activation
+        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.attn_dropout = nn.Dropout(dropout)  # on the attention weights
+        self.linear1 = nn.Linear(d_model, d_ff) if feed_forward else None
+        self.linear2 = nn.Linear(d_ff, d_model) if feed_forward else None
+        self.ff_dropout = nn.Dropout(dropout)  # between the two feed-forward layers
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps) if layer_norm else nn.Identity()
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps) if layer_norm else nn.Identity()
+        self.dropout1 = nn.Dropout(dropout)  # on the attention sublayer's output
+        self.dropout2 = nn.Dropout(dropout)  # on the feed-forward sublayer's output
+
+    # -- the two sublayers -------------------------------------------------
+    def self_attention(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        key_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        """Multi-head self-attention of x (B, L, D) -> (B, L, D), with dropout on the weights."""
+        if self.attn_dropout.p == 0.0 or not self.training:
+            out, _ = self.attn(x, x, x, attn_mask=attn_mask, key_mask=key_mask, is_causal=is_causal)
+            return out
+        # Dropout on the weights needs them: the per-head weights (B, h, L, S), then weights @ V.
+        _, weights = self.attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_mask=key_mask,
+            is_causal=is_causal,
+            need_weights=True,
+            average_attn_weights=False,
+        )
+        v = split_heads(self.attn.v_proj(x), self.attn.num_heads)  # (B, L, D) -> (B, h, L, d)
+        out = self.attn_dropout(weights) @ v  # (B, h, L, L) @ (B, h, L, d) -> (B, h, L, d)
+        return self.attn.out_proj(merge_heads(out))  # (B, h, L, d) -> (B, L, D)
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The position-wise net ``linear2(drop(act(linear1(x))))``, (B, L, D) -> (B, L, D)."""
+        hidden = _ACTIVATIONS[self.activation](self.linear1(x))  # (B, L, D) -> (B, L, d_ff)
+        return self.linear2(self.ff_dropout(hidden))  # (B, L, d_ff) -> (B, L, D)
+
+    def _add(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        return x + sublayer_out if self.residual else sublayer_out
+
+    # -- the block ---------------------------------------------------------
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        key_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        """Apply the block.
+
+        Parameters
+        ----------
+        x : (B, L, D).
+        attn_mask : bool (True = may attend) or float mask broadcastable to (B, h, L, L).
+        key_mask : bool (B, L), True for real tokens.
+        is_causal : forbid attending to later positions.
+
+        Returns
+        -------
+        Tensor (B, L, D).
+        """
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.attn.embed_dim:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"TransformerBlock: x must be (B, L, {self.attn.embed_dim}), got {got}")
+        masks = {"attn_mask": attn_mask, "key_mask": key_mask, "is_causal": is_causal}
+        if self.norm_first:
+            x = self._add(x, self.dropout1(self.self_attention(self.norm1(x), **masks)))
+            if self.linear1 is not None:
+                x = self._add(x, self.dropout2(self.feed_forward(self.norm2(x))))
+        else:
+            x = self.norm1(self._add(x, self.dropout1(self.self_attention(x, **masks))))
+            if self.linear1 is not None:
+                x = self.norm2(self._add(x, self.dropout2(self.feed_forward(x))))
+        return x
+
+    @torch.no_grad()
+    def forward_cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Decode new positions with a KV cache: causal self-attention over cache + x.
+
+        Parameters
+        ----------
+        x : (B, t, D), the next ``t`` positions (usually ``t = 1``).
+        cache : this block's :class:`attnlib.efficient.KVCache`
+            (batch B, kv_heads h, head_dim D / h); the new keys and values are appended.
+
+        Returns
+        -------
+        Tensor (B, t, D): equal to the last ``t`` rows of ``forward`` on the whole
+        sequence with ``is_causal=True`` (in eval mode). Runs without autograd:
+        a cache is for generation, not training.
+        """
+        h = self.attn.num_heads
+
+        def attend(y: torch.Tensor) -> torch.Tensor:
+            q = split_heads(self.attn.q_proj(y), h)  # (B, t, D) -> (B, h, t, d)
+            k = split_heads(self.attn.k_proj(y), h)  # (B, t, D) -> (B, h, t, d)
+            v = split_heads(self.attn.v_proj(y), h)  # (B, t, D) -> (B, h, t, d)
+            out = decode_step(q, k, v, cache)  # (B, h, t, d): attends to the cache and itself
+            return self.attn.out_proj(merge_heads(out))  # (B, h, t, d) -> (B, t, D)
+
+        if self.norm_first:
+            x = self._add(x, attend(self.norm1(x)))
+            if self.linear1 is not None:
+                x = self._add(x, self.feed_forward(self.norm2(x)))
+        else:
+            x = self.norm1(self._add(x, attend(x)))
+            if self.linear1 is not None:
+                x = self.norm2(self._add(x, self.feed_forward(x)))
+        return x
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache sized for this block."""
+        ref = self.attn.q_proj.weight
+        return KVCache(
+            batch, self.attn.num_heads, capacity, self.attn.head_dim, dtype=ref.dtype, device=ref.device
+        )
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
+        """A block computing the same function as a ``torch.nn.TransformerEncoderLayer``.
+
+        The layer must be ``batch_first=True`` with ``relu`` or ``gelu``; its
+        dropout probability is copied (compare in eval mode). Masks differ in
+        polarity: torch's boolean ``src_mask`` / ``src_key_padding_mask`` are
+        True where attention is *forbidden*, attnlib's ``attn_mask`` /
+        ``key_mask`` True where it is *allowed*.
+        """
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"from_torch: expected nn.TransformerEncoderLayer, got {type(layer).__name__}")
+        if not layer.self_attn.batch_first:
+            raise ValueError("from_torch: the layer must be batch_first=True")
+        act = layer.activation
+        if act is F.relu or isinstance(act, nn.ReLU):
+            activation = "relu"
+        elif act is F.gelu or isinstance(act, nn.GELU):
+            activation = "gelu"
+        else:
+            raise ValueError(f"from_torch: activation {act!r} is not relu or gelu")
+        d_model, num_heads = layer.self_attn.embed_dim, layer.self_attn.num_heads
+        ref = layer.linear1.weight
+        block = cls(
+            d_model,
+            num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            norm_first=layer.norm_first,
+            activation=activation,
+            layer_norm_eps=layer.norm1.eps,
+        ).to(ref.device, ref.dtype)
+        block.attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block.load_state_dict({**block.state_dict(), **_subset(layer.state_dict(), block)}, strict=True)
+        return block
+
+
+def _subset(state: dict, block: TransformerBlock) -> dict:
+    """The feed-forward and LayerNorm parameters, which share their names with torch's layer."""
+    names = ("linear1.", "linear2.", "norm1.", "norm2.")
+    return {k: v for k, v in state.items() if k.startswith(names) and k in block.state_dict()}
