@@ -15,6 +15,9 @@ from attnlib.checks.core import (
     check,
     compare_outputs,
     evaluate,
+    forbidden_calls,
+    forbidden_message,
+    forbidden_result,
     get_exercise,
     judge_case,
     judge_error,
@@ -22,6 +25,7 @@ from attnlib.checks.core import (
     run_case,
     to_arrays,
 )
+from attnlib.checks.forbidden import find_forbidden
 
 __all__ = [
     "Case",
@@ -33,7 +37,11 @@ __all__ = [
     "all_exercises",
     "check",
     "compare_outputs",
+    "find_forbidden",
     "evaluate",
+    "forbidden_calls",
+    "forbidden_message",
+    "forbidden_result",
     "get_exercise",
     "judge_case",
     "judge_error",

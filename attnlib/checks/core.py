@@ -38,6 +38,9 @@ __all__ = [
     "check",
     "compare_outputs",
     "evaluate",
+    "forbidden_calls",
+    "forbidden_message",
+    "forbidden_result",
     "get_exercise",
     "judge_case",
     "judge_error",
@@ -84,6 +87,9 @@ class Exercise:
         rtol, atol: tolerances of :func:`numpy.allclose` on every output array.
         hint: a general hint shown when a case fails and no misconception matches.
         compare: optional replacement for :func:`compare_outputs`.
+        forbidden: calls that already implement what the exercise asks for
+            (dotted names, see :func:`attnlib.checks.forbidden.find_forbidden`);
+            an answer that uses one scores 0 for the exercise.
     """
 
     id: str
@@ -95,6 +101,7 @@ class Exercise:
     atol: float = 1e-6
     hint: str = ""
     compare: Callable[[Any, Any, Exercise], tuple[bool, str]] | None = None
+    forbidden: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not self.cases or all(c.hidden for c in self.cases):
@@ -393,9 +400,66 @@ def judge_error(exercise: Exercise, case: Case, error_type: str, error_text: str
     return CaseResult(case.name, "error", message, hint=hint, hidden=case.hidden)
 
 
-def evaluate(exercise_id: str, func: Callable[..., Any], include_hidden: bool = False) -> CheckResult:
-    """Run ``func`` on the exercise's cases (visible only, unless ``include_hidden``) and judge each."""
+FORBIDDEN_MISCONCEPTION = "calls an existing implementation (not allowed)"
+
+
+def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, source: str | None = None):
+    """The forbidden calls (``Exercise.forbidden``) that an answer uses; ``[]`` when none.
+
+    ``source`` (an answer cell's source, as the grader has it) is read with
+    :func:`attnlib.checks.forbidden.find_forbidden`; ``func`` with
+    :func:`attnlib.checks.forbidden.forbidden_in_function` (its source and
+    the learner's helpers it calls). Give either or both.
+    """
+    from attnlib.checks.forbidden import find_forbidden, forbidden_in_function
+
     exercise = get_exercise(exercise_id)
+    if not exercise.forbidden:
+        return []
+    found: set[str] = set()
+    if source is not None:
+        found |= set(find_forbidden(source, exercise.forbidden))
+    if func is not None and callable(func):
+        found |= set(forbidden_in_function(func, exercise.forbidden))
+    return sorted(found)
+
+
+def forbidden_message(found: Sequence[str]) -> str:
+    """The feedback for an answer that uses the forbidden calls ``found``."""
+    names = ", ".join(found)
+    return (
+        f"not allowed: the answer uses {names}, which already implements what this exercise asks "
+        "you to write; the exercise scores 0 until the answer computes it itself"
+    )
+
+
+def forbidden_result(exercise: Exercise, found: Sequence[str], include_hidden: bool = True) -> CheckResult:
+    """A :class:`CheckResult` that fails every case because the answer uses ``found``."""
+    cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
+    message = forbidden_message(found)
+    hint = "write the computation with basic operations (matrix products, exp, sums, max)."
+    return CheckResult(
+        exercise.id,
+        [CaseResult(c.name, "failed", message, FORBIDDEN_MISCONCEPTION, hint, c.hidden) for c in cases],
+    )
+
+
+def evaluate(
+    exercise_id: str,
+    func: Callable[..., Any],
+    include_hidden: bool = False,
+    source: str | None = None,
+) -> CheckResult:
+    """Run ``func`` on the exercise's cases (visible only, unless ``include_hidden``) and judge each.
+
+    An answer that uses one of the exercise's forbidden calls (read from
+    ``source`` when given, and from ``func``'s own source) fails every case
+    with a message naming the call: it scores 0.
+    """
+    exercise = get_exercise(exercise_id)
+    found = forbidden_calls(exercise_id, func, source)
+    if found:
+        return forbidden_result(exercise, found, include_hidden)
     result = CheckResult(exercise_id)
     cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
     for case in cases:

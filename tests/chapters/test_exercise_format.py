@@ -263,3 +263,37 @@ def test_to_arrays_converts_tensors_to_float64():
 
     out = to_arrays((torch.ones(2, dtype=torch.float16), [1, 2.0]))
     assert out[0].dtype == np.float64 and isinstance(out[1], tuple)
+
+
+_TOY_FORBIDDEN = Exercise(
+    id="ex-99-2",
+    function="softmax_rows",
+    reference=lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True),
+    cases=[
+        Case("row", lambda: (np.arange(3.0)[None],)),
+        Case("rows", lambda: (np.ones((2, 3)),), hidden=True),
+    ],
+    forbidden=("scipy.special.softmax", "torch.softmax"),
+)
+
+
+def _softmax_by_scipy(x):
+    from scipy.special import softmax as sm
+
+    return sm(x, axis=-1)
+
+
+def test_forbidden_call_scores_zero_and_is_named(monkeypatch, capsys):
+    from attnlib.checks import check, core
+
+    core._discover()
+    monkeypatch.setitem(core._REGISTRY, _TOY_FORBIDDEN.id, _TOY_FORBIDDEN)
+    result = evaluate("ex-99-2", _softmax_by_scipy, include_hidden=True)
+    assert result.fraction == 0.0 and len(result.cases) == 2
+    assert "not allowed" in result.report() and "scipy.special.softmax" in result.report()
+    check("ex-99-2", _softmax_by_scipy)
+    assert "scipy.special.softmax" in capsys.readouterr().out
+    # the grader passes the answer cell's source
+    source = "import torch\ndef softmax_rows(x):\n    return torch.softmax(torch.as_tensor(x), -1)\n"
+    assert evaluate("ex-99-2", lambda x: x, source=source).fraction == 0.0
+    assert evaluate("ex-99-2", lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True)).fraction == 1.0

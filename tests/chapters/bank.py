@@ -1,0 +1,48 @@
+"""The shared format of the answer banks (see tests/chapters/test_answer_banks.py).
+
+Every graded exercise has a bank of answers its checks had never been written
+against: at least three plausible WRONG answers, which must lose marks with
+feedback that names the mistake, and at least one RIGHT answer written
+differently from the solution, which must get full marks.
+
+A bank lives in ``tests/chapters/banks/<checks module name>.py`` (for example
+``banks/ch04_scaling_softmax.py``) and defines two lists::
+
+    from bank import Right, Wrong
+
+    WRONG = [Wrong("ex-04-1", softmax_global_max, "global max"), ...]
+    RIGHT = [Right("ex-04-1", softmax_einsum_float64), ...]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A plausible wrong answer.
+
+    Attributes
+    ----------
+    exercise : str
+        The exercise id, ``"ex-04-1"``.
+    fn : callable
+        The answer, with the signature of the learner's function.
+    mistake : str
+        A phrase (compared case-insensitively) that the feedback must contain,
+        usually the name of the exercise's Misconception, e.g. ``"global max"``.
+    """
+
+    exercise: str
+    fn: Callable
+    mistake: str
+
+
+@dataclass(frozen=True)
+class Right:
+    """A correct answer written differently from the solution (einsum, float64 inside, a loop, ...)."""
+
+    exercise: str
+    fn: Callable

@@ -1,0 +1,1 @@
+"""Answer banks, one module per checks module (``ch04_scaling_softmax.py`` ...); see ../bank.py."""
