@@ -180,9 +180,12 @@ class NotAttempted(Exception):
 def to_arrays(value: Any) -> Any:
     """Turn a function's return value into plain data: NumPy arrays, tuples of them, or scalars.
 
-    Tensors are detached and moved to the CPU; floating values become float64
-    so that comparisons never depend on the learner's dtype; tuples and lists
-    become tuples; dicts keep their keys. Anything else raises ``TypeError``.
+    Tensors are detached and moved to the CPU. The dtype is kept (a float32
+    answer stays float32, a boolean mask stays boolean), so that the judge can
+    compare dtype kinds strictly and choose tolerances that fit the precision;
+    bfloat16, which NumPy lacks, becomes float32. Python numbers become 0-d
+    arrays (``True`` stays boolean); tuples and lists become tuples; dicts keep
+    their keys. Anything else raises ``TypeError``.
     """
     try:  # torch is optional for the NumPy chapters
         import torch
@@ -190,16 +193,16 @@ def to_arrays(value: Any) -> Any:
         torch = None
     if torch is not None and isinstance(value, torch.Tensor):
         value = value.detach().cpu()
-        if value.is_floating_point():
-            value = value.double()
-        return value.numpy().copy()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
+        return value.resolve_conj().resolve_neg().numpy().copy()
     if isinstance(value, np.ndarray | np.generic):
-        arr = np.asarray(value)
-        if arr.dtype.kind == "f":
-            arr = arr.astype(np.float64)
+        arr = np.array(value)
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"cannot compare an array of dtype {arr.dtype}")
         return arr
-    if isinstance(value, bool | int | float):
-        return np.asarray(value, dtype=np.float64 if isinstance(value, float) else None)
+    if isinstance(value, bool | int | float | complex):
+        return np.asarray(value)
     if isinstance(value, tuple | list):
         return tuple(to_arrays(v) for v in value)
     if isinstance(value, dict):
@@ -219,13 +222,61 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _preview(arr: np.ndarray, limit: int = 6) -> str:
-    flat = np.asarray(arr, dtype=np.float64).ravel()
-    body = np.array2string(flat[:limit], precision=4, separator=", ", suppress_small=True)
-    return body[:-1] + ", ...]" if flat.size > limit else body
+_KIND_NAMES = {
+    "b": "booleans",
+    "i": "integers",
+    "u": "integers",
+    "f": "floating-point numbers",
+    "c": "complex numbers",
+}
 
 
-def _compare_arrays(expected: np.ndarray, got: np.ndarray, rtol: float, atol: float, where: str):
+def _kind_message(expected: np.ndarray, got: np.ndarray, where: str) -> str | None:
+    """A message when ``got`` holds another kind of value than ``expected`` (None when it fits).
+
+    A boolean answer fits only a boolean expectation, an integer answer an
+    integer or floating-point one, a floating-point answer only a
+    floating-point one; complex numbers fit only complex ones.
+    """
+    e, g = expected.dtype.kind, got.dtype.kind
+    e = "i" if e == "u" else e
+    g = "i" if g == "u" else g
+    if e == g or (e == "f" and g == "i") or (e == "c" and g in "if"):
+        return None
+    msg = (
+        f"{where}expected {_KIND_NAMES[e]} (dtype {expected.dtype}), got {_KIND_NAMES[g]} (dtype {got.dtype})"
+    )
+    if e == "b":
+        msg += (
+            ": a mask holds True/False (a comparison such as positions < lengths gives one); keep it boolean"
+        )
+    elif g == "b":
+        msg += ": return the computed numbers, not the result of a comparison"
+    elif e == "i" and g == "f":
+        msg += ": token ids and counts are integers (use a long tensor, or .long())"
+    elif g == "c":
+        msg += ": the answer is real; a complex result means a sqrt or log of a negative number?"
+    return msg
+
+
+def _fmt(x) -> str:
+    if isinstance(x, np.bool_ | bool):
+        return str(bool(x))
+    if isinstance(x, np.integer | int):
+        return str(int(x))
+    if isinstance(x, np.complexfloating | complex):
+        return f"{complex(x):.6g}"
+    return f"{float(x):.6g}"
+
+
+def _precision(arr: np.ndarray) -> np.dtype | None:
+    """The floating dtype of an array when it is less precise than float64, else None."""
+    if arr.dtype.kind in "fc" and np.finfo(arr.dtype).eps > np.finfo(np.float64).eps:
+        return np.dtype(np.float32) if arr.dtype.kind == "c" else arr.dtype
+    return None
+
+
+def _compare_arrays(expected, got, rtol: float, atol: float, where: str, slack=None):
     if got.shape != expected.shape:
         msg = f"{where}expected shape {expected.shape}, got {got.shape}"
         if got.ndim >= 2 and got.swapaxes(-1, -2).shape == expected.shape:
@@ -233,47 +284,82 @@ def _compare_arrays(expected: np.ndarray, got: np.ndarray, rtol: float, atol: fl
         elif got.size == expected.size:
             msg += " (same number of elements: a reshape in the wrong order?)"
         elif got.ndim < expected.ndim:
-            msg += " (an axis is missing: did you sum or index one away?)"
+            msg += " (an axis is missing: did you sum or index one away, or forget keepdims?)"
+        elif got.ndim > expected.ndim:
+            msg += " (an extra axis: a missing squeeze, or a reduction without keepdims=False?)"
         return False, msg
-    if np.issubdtype(expected.dtype, np.bool_) or np.issubdtype(got.dtype, np.bool_):
-        if not np.array_equal(expected.astype(bool), got.astype(bool)):
-            bad = np.argwhere(expected.astype(bool) != got.astype(bool))[0]
+    kind = _kind_message(expected, got, where)
+    if kind:
+        return False, kind
+    if expected.dtype.kind == "b" or expected.dtype.kind in "iu" and got.dtype.kind in "iu":
+        bad = np.argwhere(expected != got)
+        if bad.size:
+            idx = tuple(int(i) for i in bad[0])
             return False, (
-                f"{where}values differ at index {tuple(int(i) for i in bad)}: expected "
-                f"{bool(expected[tuple(bad)])}, got {bool(got[tuple(bad)])}"
+                f"{where}{len(bad)} of {expected.size} values differ; the first at index {idx}: "
+                f"expected {_fmt(expected[idx])}, got {_fmt(got[idx])}"
             )
         return True, ""
-    got_f = got.astype(np.float64)
-    exp_f = expected.astype(np.float64)
-    if not np.all(np.isfinite(got_f)) and np.all(np.isfinite(exp_f)):
-        kind = "NaN" if np.isnan(got_f).any() else "inf"
+    # numbers: tolerances fit the less precise of the two dtypes
+    low = [d for d in (_precision(expected), _precision(got)) if d is not None]
+    if low:
+        eps = max(float(np.finfo(d).eps) for d in low)
+        rtol = max(rtol, 16 * eps)
+        atol = max(atol, 16 * eps)
+    exp_f = expected.astype(np.complex128 if expected.dtype.kind == "c" else np.float64)
+    got_f = got.astype(exp_f.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(got_f - exp_f)
+        allowed = atol + rtol * np.abs(exp_f)
+        if slack is not None and np.shape(slack) == exp_f.shape:
+            allowed = allowed + np.nan_to_num(np.asarray(slack, dtype=np.float64), nan=0.0, posinf=0.0)
+        same = (exp_f == got_f) | (np.isnan(exp_f) & np.isnan(got_f))
+        ok = same | (diff <= allowed)
+    if ok.all():
+        return True, ""
+    bad = np.argwhere(~ok)
+    idx = tuple(int(i) for i in bad[0])
+    finite = np.isfinite(exp_f)
+    if not np.all(np.isfinite(got_f)[finite]):
+        kind_word = "NaN" if np.isnan(got_f[finite]).any() else "inf"
+        first = tuple(int(i) for i in np.argwhere(finite & ~np.isfinite(got_f))[0])
         return False, (
-            f"{where}your output contains {kind} where the expected one is finite "
+            f"{where}your output contains {kind_word} where the expected one is finite, first at index "
+            f"{first}: expected {_fmt(exp_f[first])}, got {_fmt(got_f[first])} "
             "(an overflow in exp, or 0/0 in a normalisation?)"
         )
-    if not np.allclose(got_f, exp_f, rtol=rtol, atol=atol, equal_nan=True):
-        diff = np.abs(got_f - exp_f)
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        idx = tuple(int(i) for i in np.unravel_index(np.argmax(diff), diff.shape))
-        return False, (
-            f"{where}values differ (largest difference {float(diff[idx]):.3g} at index {idx}): "
-            f"expected {_preview(exp_f)}, got {_preview(got_f)}"
-        )
-    return True, ""
+    worst = np.where(np.isnan(diff), np.inf, diff)
+    worst = np.where(ok, 0.0, worst)
+    big = tuple(int(i) for i in np.unravel_index(np.argmax(worst), worst.shape))
+    return False, (
+        f"{where}{len(bad)} of {expected.size} values differ; the first at index {idx}: "
+        f"expected {_fmt(exp_f[idx])}, got {_fmt(got_f[idx])} "
+        f"(largest difference {float(worst[big]):.3g} at index {big})"
+    )
 
 
-def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-6, where=""):
+def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-6, where="", slack=None):
     """Compare two outputs made by :func:`to_arrays`; return ``(ok, message)``.
+
+    Dtype kinds are compared strictly (booleans, integers, floating-point
+    numbers, complex numbers: see :func:`_kind_message`). Tolerances are at
+    least 16 machine epsilons of the less precise dtype, so a correct float32
+    answer is judged at float32 precision. ``slack`` (same structure as
+    ``expected``, or None) adds an allowed absolute difference per element:
+    :func:`judge_case` passes how far the reference itself moves when computed
+    in the answer's precision.
 
     The message names the first difference: the structure, the shape (with a
     guess at the cause when the shape is a transposition or a reshape of the
-    expected one), NaN or inf, or the largest value difference.
+    expected one), the kind of values, NaN or inf, or the first differing
+    element (index, expected, got).
     """
     if isinstance(expected, tuple):
         if not isinstance(got, tuple) or len(got) != len(expected):
             return False, f"{where}expected a tuple of {len(expected)}, got {_describe(got)}"
         for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-            ok, msg = compare_outputs(e, g, rtol, atol, where=f"{where}item {i}: ")
+            s = slack[i] if isinstance(slack, tuple) and len(slack) == len(expected) else None
+            ok, msg = compare_outputs(e, g, rtol, atol, where=f"{where}item {i}: ", slack=s)
             if not ok:
                 return ok, msg
         return True, ""
@@ -281,7 +367,10 @@ def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1
         if not isinstance(got, dict) or sorted(got) != sorted(expected):
             return False, f"{where}expected a dict with keys {sorted(expected)}, got {_describe(got)}"
         for key in sorted(expected):
-            ok, msg = compare_outputs(expected[key], got[key], rtol, atol, where=f"{where}[{key!r}]: ")
+            s = slack.get(key) if isinstance(slack, dict) else None
+            ok, msg = compare_outputs(
+                expected[key], got[key], rtol, atol, where=f"{where}[{key!r}]: ", slack=s
+            )
             if not ok:
                 return ok, msg
         return True, ""
@@ -289,7 +378,46 @@ def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1
         return (got is None), ("" if got is None else f"{where}expected None, got {_describe(got)}")
     if not isinstance(got, np.ndarray):
         return False, f"{where}expected {_describe(expected)}, got {_describe(got)}"
-    return _compare_arrays(np.asarray(expected), got, rtol, atol, where)
+    return _compare_arrays(np.asarray(expected), got, rtol, atol, where, slack)
+
+
+def _lowest_precision(value: Any) -> np.dtype | None:
+    """The least precise floating dtype (below float64) in an output, or None."""
+    if isinstance(value, np.ndarray):
+        return _precision(value)
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else ()
+    found = [d for d in (_lowest_precision(v) for v in items) if d is not None]
+    return max(found, key=lambda d: np.finfo(d).eps) if found else None
+
+
+def _cast_inputs(inputs: tuple, dtype: np.dtype) -> tuple:
+    """The case's inputs with every floating array, tensor and module in ``dtype``."""
+    import torch
+
+    tdtype = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}.get(np.dtype(dtype))
+    out = []
+    for x in inputs:
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+            x = x.astype(dtype)
+        elif isinstance(x, torch.Tensor) and x.is_floating_point() and tdtype is not None:
+            x = x.to(tdtype)
+        elif isinstance(x, torch.nn.Module) and tdtype is not None:
+            x = x.to(tdtype)
+        out.append(x)
+    return tuple(out)
+
+
+def _abs_difference(a: Any, b: Any) -> Any:
+    """Elementwise |a - b| over matching structures of floating arrays (None where they do not match)."""
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(_abs_difference(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: _abs_difference(a[k], b.get(k)) for k in a}
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape:
+        if a.dtype.kind in "fc" and b.dtype.kind in "fc":
+            with np.errstate(invalid="ignore", over="ignore"):
+                return np.abs(a.astype(np.complex128) - b.astype(np.complex128)).real
+    return None
 
 
 # --------------------------------------------------------------------------- running and judging
@@ -362,20 +490,66 @@ def run_case(func: Callable[..., Any], case: Case) -> Any:
 
 
 def judge_case(exercise: Exercise, case: Case, got: Any) -> CaseResult:
-    """Compare ``got`` (from :func:`run_case`) with the reference and name the mistake."""
+    """Compare ``got`` (from :func:`run_case`) with the reference and name the mistake.
+
+    When the answer is less precise than float64 (say float32), the reference
+    is also computed on the case's inputs cast to that precision, and how far
+    that moves it is allowed on top of the dtype's tolerance: a correct
+    float32 answer is never failed by the rounding its precision forces.
+    """
     expected = to_arrays(exercise.reference(*case.make_inputs()))
-    compare = exercise.compare or (lambda e, g, ex: compare_outputs(e, g, ex.rtol, ex.atol))
-    ok, message = compare(expected, got, exercise)
+    slack = None
+    low = _lowest_precision(got)
+    if low is not None:
+        try:
+            expected_low = to_arrays(exercise.reference(*_cast_inputs(case.make_inputs(), low)))
+            slack = _abs_difference(expected, expected_low)
+            slack = _scale_slack(slack, 4.0)
+        except Exception:  # the reference need not run in every precision
+            slack = None
+
+    def compare(e, g):
+        if exercise.compare is not None:
+            return exercise.compare(e, g, exercise)
+        return compare_outputs(e, g, exercise.rtol, exercise.atol, slack=slack)
+
+    ok, message = compare(expected, got)
     if ok:
         return CaseResult(case.name, "passed", hidden=case.hidden)
     for mis in exercise.misconceptions:
         try:
-            wrong = to_arrays(mis.wrong(*case.make_inputs()))
+            with np.errstate(all="ignore"):
+                wrong = to_arrays(mis.wrong(*case.make_inputs()))
         except Exception:  # a wrong variant may legitimately fail on some inputs
             continue
-        if compare(wrong, got, exercise)[0]:
+        if _same_values(wrong, got, exercise, slack):
             return CaseResult(case.name, "failed", message, mis.name, mis.hint, case.hidden)
     return CaseResult(case.name, "failed", message, None, exercise.hint, case.hidden)
+
+
+def _same_values(wrong: Any, got: Any, exercise: Exercise, slack: Any) -> bool:
+    """Whether ``got`` matches a wrong variant's output (kinds are not required to match here)."""
+    if exercise.compare is not None:
+        return exercise.compare(wrong, got, exercise)[0]
+    return compare_outputs(_as_numbers(wrong), _as_numbers(got), exercise.rtol, exercise.atol, slack=slack)[0]
+
+
+def _as_numbers(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_as_numbers(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_numbers(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
+        return value.astype(np.float64)
+    return value
+
+
+def _scale_slack(slack: Any, factor: float) -> Any:
+    if isinstance(slack, tuple):
+        return tuple(_scale_slack(s, factor) for s in slack)
+    if isinstance(slack, dict):
+        return {k: _scale_slack(v, factor) for k, v in slack.items()}
+    return None if slack is None else slack * factor
 
 
 def _first_line(exc: BaseException) -> str:

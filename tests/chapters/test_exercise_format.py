@@ -248,7 +248,18 @@ def test_unknown_exercise_names_the_known_ones():
         (np.zeros((2, 3)), np.zeros(6), "reshape"),
         (np.zeros((2, 3)), np.zeros(2), "axis is missing"),
         (np.zeros(3), np.array([0.0, np.nan, 0.0]), "NaN"),
-        (np.zeros(3), np.array([0.0, 0.5, 0.0]), "largest difference 0.5 at index (1,)"),
+        (np.zeros(3), np.array([0.0, 0.5, 0.0]), "the first at index (1,): expected 0, got 0.5"),
+        (np.zeros(3), np.array([0.0, 0.5, 0.7]), "2 of 3 values differ; the first at index (1,)"),
+        (np.zeros(3), np.array([0.0, 0.5, 0.7]), "largest difference 0.7 at index (2,)"),
+        (
+            np.zeros(2),
+            np.array([True, False]),
+            "floating-point numbers (dtype float64), got booleans",
+        ),
+        (np.array([True, False]), np.array([1.0, 0.0]), "expected booleans (dtype bool), got floating-point"),
+        (np.array([True, False]), np.array([1, 0]), "expected booleans (dtype bool), got integers"),
+        (np.zeros(2), np.zeros(2, dtype=complex), "got complex numbers"),
+        (np.array([3, 4]), np.array([3.0, 4.0]), "expected integers"),
         ((np.zeros(1), np.zeros(1)), np.zeros(1), "expected a tuple of 2"),
         (np.array([True, False]), np.array([True, True]), "index (1,)"),
     ],
@@ -258,11 +269,54 @@ def test_comparison_messages_name_the_difference(expected, got, fragment):
     assert not ok and fragment in message
 
 
-def test_to_arrays_converts_tensors_to_float64():
+def test_to_arrays_keeps_the_dtype():
     import torch
 
-    out = to_arrays((torch.ones(2, dtype=torch.float16), [1, 2.0]))
-    assert out[0].dtype == np.float64 and isinstance(out[1], tuple)
+    out = to_arrays((torch.ones(2, dtype=torch.float16), [1, 2.0], torch.ones(1, dtype=torch.bfloat16), True))
+    assert out[0].dtype == np.float16 and isinstance(out[1], tuple) and out[2].dtype == np.float32
+    assert out[3].dtype == np.bool_
+
+
+def test_integers_are_accepted_where_floats_are_expected():
+    assert compare_outputs(np.array([0.0, 2.0]), np.array([0, 2]))[0]
+
+
+def test_float32_answer_is_judged_at_float32_precision():
+    """A correct float32 answer passes even a 1e-9 tolerance (ex-08-1 has one)."""
+    exp = np.array([1 / 3, 2 / 3, 1000.1])
+    assert compare_outputs(exp, exp.astype(np.float32), rtol=1e-9, atol=1e-12)[0]
+    assert not compare_outputs(exp, exp.astype(np.float32) * 1.001, rtol=1e-9, atol=1e-12)[0]
+    assert not compare_outputs(exp, exp + 1e-6, rtol=1e-9, atol=1e-12)[0]  # float64 stays strict
+
+
+def test_float32_answers_pass_every_exercise_with_large_inputs():
+    """The reference computed in float32 by the checker itself passes: tolerances fit the dtype."""
+
+    for exercise in all_exercises().values():
+        for case in exercise.cases:
+
+            def in_float32(*args, _ex=exercise):
+                out = _ex.reference(*args)
+                return _to32(out)
+
+            from attnlib.checks.core import judge_case, run_case
+
+            verdict = judge_case(exercise, case, run_case(in_float32, case))
+            assert verdict.passed, f"{exercise.id} / {case.name}: {verdict.message}"
+
+
+def _to32(out):
+    import torch
+
+    if isinstance(out, torch.Tensor) and out.is_floating_point():
+        return out.float()
+    if isinstance(out, np.ndarray) and out.dtype.kind == "f":
+        return out.astype(np.float32)
+    if isinstance(out, float):
+        return np.float32(out)
+    if isinstance(out, tuple | list):
+        return type(out)(_to32(o) for o in out)
+    return out
 
 
 _TOY_FORBIDDEN = Exercise(
