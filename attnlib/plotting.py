@@ -62,3 +62,44 @@ def plot_attention(
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7, color=color)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
     return ax
+
+
+def plot_mask(mask, query_labels: Sequence[str], key_labels: Sequence[str], *, title: str, ax=None):
+    """Draw a boolean (L, S) mask as a grid, built in chapter 05: light = may attend, dark = blocked.
+
+    Args:
+        mask: (L, S) boolean array or tensor, ``True`` where query i may attend to key j.
+        query_labels: L tick labels for the rows; key_labels: S tick labels for the columns.
+        title: the panel's title.
+        ax: the Axes to draw into (a new figure if None).
+
+    Returns:
+        The matplotlib ``Axes``. Every cell is also written as "T" or "F", so the figure
+        does not rely on colour alone.
+    """
+    import matplotlib.pyplot as plt
+
+    m = _as_matrix(mask) > 0.5
+    n_q, n_k = m.shape
+    if len(query_labels) != n_q or len(key_labels) != n_k:
+        raise ValueError(f"mask of shape {m.shape} needs {n_q} query and {n_k} key labels")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.0 + 0.45 * n_k, 0.8 + 0.4 * n_q))
+    ax.imshow(m.astype(float), cmap="gray", vmin=0, vmax=1.4, aspect="auto")
+    ax.set_xticks(range(n_k), labels=[str(t) for t in key_labels], rotation=45)
+    ax.set_yticks(range(n_q), labels=[str(t) for t in query_labels])
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    ax.set_title(title)
+    for i in range(n_q):
+        for j in range(n_k):
+            ax.text(
+                j,
+                i,
+                "T" if m[i, j] else "F",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="black" if m[i, j] else "white",
+            )
+    return ax
