@@ -1,0 +1,395 @@
+"""Gradescope: the autograder archive of an assignment, and the ``results.json`` of one submission.
+
+``python -m coursetools.grade gradescope ASSIGNMENT --out autograder.zip`` (or
+:func:`build_archive`) writes the zip that Gradescope's "Configure autograder"
+page takes. Its root holds
+
+* ``setup.sh``: run once, as root, when Gradescope builds the image; it makes a
+  virtual environment with the pinned CPU environment of ``binder/requirements.txt``
+  (torch from the CPU wheel index) and installs attnlib from the archive;
+* ``run_autograder``: run for each submission; it grades the notebook found in
+  ``/autograder/submission`` with the course's grader (the same sandbox, limits
+  and checks as ``python -m coursetools.grade``) and writes
+  ``/autograder/results/results.json`` (:func:`results_json`);
+* ``requirements.txt``, ``attnlib/``, ``coursetools/``, ``pyproject.toml`` and
+  ``exercises/ASSIGNMENT.ipynb`` (the points and answer cells): the checks and
+  the grader. No ``solutions/`` folder and no solution cell is ever included
+  (:func:`build_archive` refuses to write an archive that has one).
+
+Gradescope's format (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
+``results.json`` has a top-level ``score`` (it overrides the sum of the tests),
+``execution_time``, ``output`` and ``tests``; each test a ``name``, ``score``,
+``max_score``, ``output``, ``status`` and ``visibility`` (``visible``, ``hidden``,
+``after_due_date`` or ``after_published``). We write two tests per exercise:
+its visible cases (``visible``) and its hidden cases (``after_published``).
+
+The root of the ``/autograder`` tree is read from ``COURSE_AUTOGRADER_ROOT``
+and the Python that grades from ``COURSE_AUTOGRADER_PYTHON``, so that the tree
+can be rebuilt in a temporary folder to test the archive (tests/grader/test_gradescope.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_ROOT = "COURSE_AUTOGRADER_ROOT"
+ENV_PYTHON = "COURSE_AUTOGRADER_PYTHON"
+VENV = "/opt/attention-course/venv"
+PACKAGES = ("attnlib", "coursetools")
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+SETUP_SH = f"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, in /autograder/source when it builds the
+# autograder image (choose an Ubuntu 22.04 or newer base image: torch needs Python >= 3.10).
+set -euo pipefail
+cd /autograder/source
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip
+python3 -m venv {VENV}
+{VENV}/bin/python -m pip install --no-cache-dir --upgrade pip
+# the course's pinned CPU environment: torch from the CPU wheel index, never a CUDA build
+{VENV}/bin/python -m pip install --no-cache-dir -r requirements.txt
+# attnlib itself, from this archive, without resolving torch again
+{VENV}/bin/python -m pip install --no-cache-dir --no-deps -e /autograder/source
+{VENV}/bin/python -c "import attnlib, torch; print('attnlib', attnlib.__version__, torch.__version__)"
+"""
+
+RUN_AUTOGRADER = f"""#!/usr/bin/env bash
+# Gradescope runs this for every submission; it must write results/results.json.
+# COURSE_AUTOGRADER_ROOT and COURSE_AUTOGRADER_PYTHON are for testing this archive
+# outside Gradescope; on Gradescope the defaults hold.
+set -u
+ROOT="${{{ENV_ROOT}:-/autograder}}"
+PY="${{{ENV_PYTHON}:-{VENV}/bin/python}}"
+SOURCE="$ROOT/source"
+export {ENV_ROOT}="$ROOT" PYTHONPATH="$SOURCE" MPLBACKEND=Agg
+cd "$SOURCE"
+exec "$PY" -m coursetools.grade.gradescope run --root "$ROOT" --assignment "__ASSIGNMENT__"
+"""
+
+
+def grader_module(name: str):
+    """The grader's module ``name`` (coursetools.grade.NAME, or attnlib.grade.NAME before the move)."""
+    try:
+        return importlib.import_module(f"coursetools.grade.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"attnlib.grade.{name}")
+
+
+# --------------------------------------------------------------------------- the archive
+
+
+def _requirements(root: Path) -> str:
+    """The pinned run-time environment: binder/requirements.txt (CPU torch), plus nbformat."""
+    text = (root / "binder" / "requirements.txt").read_text(encoding="utf-8")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    names = {ln.split("==")[0].strip().lower() for ln in lines if "==" in ln}
+    if "nbformat" not in names:
+        lines.append("nbformat")
+    return (
+        "# the course's pinned CPU run-time environment (from binder/requirements.txt)\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def _package_files(root: Path) -> list[Path]:
+    files = []
+    for package in PACKAGES:
+        folder = root / package
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(root)
+            if path.is_file() and "__pycache__" not in rel.parts and path.suffix in (".py", ".json", ".txt"):
+                files.append(rel)
+    return files
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible bytes
+    mode = 0o755 if executable else 0o644
+    info.external_attr = (stat.S_IFREG | mode) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(info, data)
+
+
+def build_archive(assignment: str, out: Path, root: Path = ROOT) -> list[str]:
+    """Write Gradescope's autograder zip for ``assignment`` (a stem or an exercise notebook).
+
+    Returns the names in the archive. Raises ``ValueError`` when a file that
+    would go in holds a solution (a ``solutions/`` path or a solution marker
+    in a notebook).
+    """
+    submission = grader_module("submission")
+    notebook = Path(submission.resolve_assignment(assignment, root)).resolve()
+    stem = notebook.stem
+    entries: dict[str, tuple[bytes, bool]] = {
+        "setup.sh": (SETUP_SH.encode(), True),
+        "run_autograder": (RUN_AUTOGRADER.replace("__ASSIGNMENT__", stem).encode(), True),
+        "requirements.txt": (_requirements(root).encode(), False),
+        f"exercises/{stem}.ipynb": (notebook.read_bytes(), False),
+        "course.json": (
+            json.dumps({"assignment": stem, "built": time.strftime("%Y-%m-%d")}, indent=1).encode(),
+            False,
+        ),
+    }
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (root / name).is_file():
+            entries[name] = ((root / name).read_bytes(), False)
+    for rel in _package_files(root):
+        entries[rel.as_posix()] = ((root / rel).read_bytes(), False)
+    for name, (data, _) in entries.items():
+        if name.split("/")[0] == "solutions":
+            raise ValueError(f"refusing to pack {name}: solutions never go into the autograder")
+        if name.endswith(".ipynb") and any(m.encode() in data for m in SOLUTION_MARKERS):
+            raise ValueError(f"refusing to pack {name}: it holds a solution cell")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with zipfile.ZipFile(tmp, "w") as archive:
+        for name in sorted(entries):
+            data, executable = entries[name]
+            _add(archive, name, data, executable)
+    os.replace(tmp, out)
+    return sorted(entries)
+
+
+# --------------------------------------------------------------------------- results.json
+
+
+def _case_text(case: dict) -> list[str]:
+    status = case.get("status", "no-verdict")
+    words = {
+        "passed": "passed",
+        "failed": "FAILED",
+        "error": "ERROR",
+        "not-attempted": "not attempted",
+        "no-verdict": "not judged (the run stopped first)",
+    }
+    lines = [f"{words.get(status, status)}: {case.get('case', '?')}"]
+    if status not in ("passed", "not-attempted", "no-verdict"):
+        if case.get("message"):
+            lines.append(f"    what came back: {case['message']}")
+        if case.get("misconception"):
+            lines.append(f"    this looks like a known mistake: {case['misconception']}")
+        if case.get("hint"):
+            lines.append(f"    hint: {case['hint']}")
+    return lines
+
+
+def _round(value: float) -> float:
+    return round(float(value), 6)
+
+
+def results_json(record: dict, adjustments: dict[str, dict] | None = None) -> dict:
+    """Gradescope's ``results.json`` for one grader record.
+
+    Two tests per exercise, the visible cases (``visible``) and the hidden
+    ones (``after_published``), each worth its cases' share of the exercise.
+    ``adjustments`` (``{exercise: {"points": p, "reason": text}}``, from
+    ``overrides.csv``) replace an exercise's automatic score: each adds a test
+    of ``max_score`` 0 whose score is the difference, and the top-level
+    ``score`` is the adjusted total.
+    """
+    report = grader_module("report")
+    tests = []
+    automatic = 0.0
+    for ex_id, ex in record.get("exercises", {}).items():
+        cases = ex.get("cases", [])
+        points = float(ex.get("points", 0))
+        share = points / len(cases) if cases else 0.0
+        function = ex.get("function", "")
+        label = f"{ex_id} {function}()" if function else ex_id
+        if not cases:
+            tests.append(
+                {
+                    "name": label,
+                    "score": 0.0,
+                    "max_score": _round(points),
+                    "status": "failed",
+                    "output": "not judged: the notebook could not be run",
+                    "visibility": "visible",
+                }
+            )
+            continue
+        for hidden in (False, True):
+            group = [c for c in cases if bool(c.get("hidden")) == hidden]
+            if not group:
+                continue
+            passed = sum(c.get("status") == "passed" for c in group)
+            score = share * passed
+            automatic += score
+            head = f"{passed} of {len(group)} {'hidden' if hidden else 'visible'} cases passed"
+            lines = [head, ""] + [line for c in group for line in _case_text(c)]
+            tests.append(
+                {
+                    "name": f"{label}: {'hidden' if hidden else 'visible'} cases",
+                    "score": _round(score),
+                    "max_score": _round(share * len(group)),
+                    "status": "passed" if passed == len(group) else "failed",
+                    "output": "\n".join(lines),
+                    "visibility": "after_published" if hidden else "visible",
+                }
+            )
+    total = record.get("total")
+    total = float(total) if total is not None else automatic
+    for ex_id, adjustment in (adjustments or {}).items():
+        ex = record.get("exercises", {}).get(ex_id)
+        if ex is None:
+            continue
+        auto = float(ex.get("score") or 0.0)
+        delta = float(adjustment["points"]) - auto
+        total += delta
+        tests.append(
+            {
+                "name": f"{ex_id}: adjusted by your instructor",
+                "score": _round(delta),
+                "max_score": 0.0,
+                "status": "passed",
+                "output": (
+                    f"{number(auto)} -> {number(adjustment['points'])} points: "
+                    f"{adjustment.get('reason', '')}".strip()
+                ),
+                "visibility": "visible",
+            }
+        )
+    status = record.get("status", "not-graded")
+    summary = [f"status: {status} ({report.STATUS_MEANING.get(status, '')})"]
+    summary += [f"- {text}" for text in record.get("incidents", [])]
+    if status == "unreadable":
+        summary += [f"- {text}" for text in record.get("notes", [])]
+    return {
+        "score": _round(total),
+        "execution_time": int(round(float(record.get("seconds", 0) or 0))),
+        "output": "\n".join(summary),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def number(value: float | None) -> str:
+    if value is None:
+        return ""
+    text = f"{float(value):.4f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _error_results(message: str) -> dict:
+    return {
+        "score": 0.0,
+        "output": message,
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [
+            {"name": "submission", "score": 0.0, "max_score": 0.0, "status": "failed", "output": message}
+        ],
+    }
+
+
+def find_notebook(submission: Path, stem: str) -> Path | None:
+    """The notebook to grade in Gradescope's submission folder: the one named like the
+    assignment, else the newest ``.ipynb`` (checkpoints and macOS resource files skipped)."""
+    found = []
+    for path in submission.rglob("*.ipynb"):
+        parts = path.relative_to(submission).parts
+        if any(p.startswith(".") or p == "__MACOSX" for p in parts) or path.is_symlink():
+            continue
+        if path.is_file():
+            found.append(path)
+    if not found:
+        return None
+    named = [p for p in found if p.stem == stem]
+    return max(named or found, key=lambda p: (p.stat().st_mtime, str(p)))
+
+
+def run(root: Path, assignment: str) -> dict:
+    """Grade the one submission of a Gradescope container; write and return ``results/results.json``."""
+    root = Path(root).resolve()
+    results = root / "results" / "results.json"
+    notebook = find_notebook(root / "submission", assignment)
+    if notebook is None:
+        data = _error_results(
+            f"No notebook found in your submission: upload your {assignment}.ipynb (the .ipynb file)."
+        )
+        _write_json(results, data)
+        return data
+    work = Path(tempfile.mkdtemp(prefix="course-autograder-"))
+    try:
+        subs = work / "submissions"
+        subs.mkdir()
+        shutil.copyfile(notebook, subs / "submission.ipynb")
+        out = work / "graded"
+        runner = grader_module("runner")
+        batch = grader_module("batch")
+        settings = runner.Settings(out=out, hide=[str(root / "results"), str(root / "submission")])
+        records = batch.grade(assignment, subs, out, 1, True, settings, quiet=True)
+        data = results_json(records[0])
+    except Exception as exc:  # noqa: BLE001 - Gradescope must get a results.json in every case
+        traceback.print_exc()
+        data = _error_results(f"The autograder failed ({type(exc).__name__}); tell your instructor.")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _write_json(results, data)
+    return data
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m coursetools.grade gradescope",
+        description="Write Gradescope's autograder zip for an assignment (no solutions inside).",
+    )
+    parser.add_argument("assignment", help="the exercise notebook, or its stem (e.g. 05-masks)")
+    parser.add_argument("--out", type=Path, default=Path("autograder.zip"), help="the zip to write")
+    args = parser.parse_args(argv)
+    try:
+        names = build_archive(args.assignment, args.out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out} ({len(names)} files): upload it on Gradescope's 'Configure Autograder' page")
+    return 0
+
+
+def _run_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m coursetools.grade.gradescope run")
+    parser.add_argument("--root", type=Path, default=Path(os.environ.get(ENV_ROOT, "/autograder")))
+    parser.add_argument("--assignment", required=True)
+    args = parser.parse_args(argv)
+    data = run(args.root, args.assignment)
+    print(f"score {data['score']}; {len(data['tests'])} tests written to {args.root / 'results'}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    if sys.argv[1:2] == ["run"]:
+        sys.exit(_run_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["build"]:
+        sys.exit(main(sys.argv[2:]))
+    sys.exit(main(sys.argv[1:]))
