@@ -1,0 +1,227 @@
+"""Chapter 09 exercises: the sinusoidal table, rotary embeddings, the ALiBi bias."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.positions import alibi_bias, apply_rope, sinusoidal_encoding
+
+_POSITIONS = (
+    "attnlib.positions.sinusoidal_encoding",
+    "attnlib.positions.apply_rope",
+    "attnlib.positions.alibi_bias",
+)
+
+# --------------------------------------------------------------------------- ex-09-1 sinusoidal table
+
+
+def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
+    """float64 (n_positions, d_model): PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
+    return sinusoidal_encoding(n_positions, d_model, dtype=torch.float64)
+
+
+def _table(angle_fn, interleave=True, sin_first=True):
+    """Build a wrong table from an angle rule; used by the misconceptions below."""
+
+    def table(n_positions, d_model):
+        p = torch.arange(n_positions, dtype=torch.float64)[:, None]
+        i = torch.arange(d_model // 2, dtype=torch.float64)[None, :]
+        angle = angle_fn(p, i, d_model)  # (P, D/2)
+        first, second = (
+            (torch.sin(angle), torch.cos(angle)) if sin_first else (torch.cos(angle), torch.sin(angle))
+        )
+        if interleave:
+            return torch.stack((first, second), dim=-1).flatten(1)  # (P, D/2, 2) -> (P, D)
+        return torch.cat((first, second), dim=1)  # (P, D): all sines, then all cosines
+
+    return table
+
+
+_RIGHT_ANGLE = lambda p, i, d: p / 10000.0 ** (2 * i / d)  # noqa: E731
+
+register(
+    Exercise(
+        id="ex-09-1",
+        function="sinusoidal_table",
+        reference=sinusoidal_table,
+        cases=[
+            Case("4 positions, d_model 6", lambda: (4, 6)),
+            Case("10 positions, d_model 8", lambda: (10, 8)),
+            Case("1 position, d_model 2", lambda: (1, 2)),
+            Case("hidden: 64 positions, d_model 16", lambda: (64, 16), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "sine and cosine swapped",
+                _table(_RIGHT_ANGLE, sin_first=False),
+                "look at position 0: which of sin and cos is 0 there? The even columns (2i) hold "
+                "the one that starts at 0.",
+            ),
+            Misconception(
+                "exponent i/d instead of 2i/d",
+                _table(lambda p, i, d: p / 10000.0 ** (i / d)),
+                "column pair i uses the wavelength base^(2i / d_model): the exponent counts columns, "
+                "and pair i starts at column 2i.",
+            ),
+            Misconception(
+                "sines and cosines in two halves instead of interleaved",
+                _table(_RIGHT_ANGLE, interleave=False),
+                "sin and cos of the same angle sit side by side: columns 2i and 2i + 1, not the "
+                "first half and the second half.",
+            ),
+            Misconception(
+                "multiplies by the wavelength instead of dividing",
+                _table(lambda p, i, d: p * 10000.0 ** (2 * i / d)),
+                "the angles must shrink as the column grows (slow waves in the last columns): divide "
+                "the position by the base's power.",
+            ),
+        ],
+        hint="build the angles p / 10000^(2i/d_model) as a (P, D/2) table first, then place sin and "
+        "cos of each angle in neighbouring columns.",
+        forbidden=_POSITIONS,
+        rtol=1e-6,
+        atol=1e-6,
+    )
+)
+
+# --------------------------------------------------------------------------- ex-09-2 rotary embedding
+
+
+def rope(x: torch.Tensor) -> torch.Tensor:
+    """Rotate pair (x[..., 2i], x[..., 2i+1]) of the row at position p by p * 10000^(-2i/E)."""
+    return apply_rope(x)
+
+
+def _rope_with(freq_exp=2.0, sign=1.0, start=0, halves=False):
+    def rotate(x):
+        L, E = x.shape[-2], x.shape[-1]
+        p = torch.arange(start, start + L, dtype=torch.float64)[:, None]
+        i = torch.arange(E // 2, dtype=torch.float64)[None, :]
+        theta = sign * p * 10000.0 ** (-freq_exp * i / E)  # (L, E/2)
+        cos, sin = torch.cos(theta).to(x.dtype), torch.sin(theta).to(x.dtype)
+        if halves:
+            a, b = x[..., : E // 2], x[..., E // 2 :]
+            return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+    return rotate
+
+
+def _rope_inputs(shape, seed, dtype=torch.float64):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(shape, generator=g, dtype=dtype),)
+
+    return make
+
+
+register(
+    Exercise(
+        id="ex-09-2",
+        function="rope",
+        reference=rope,
+        cases=[
+            Case("one sequence: 5 positions, E = 4", _rope_inputs((5, 4), 0)),
+            Case("batch 2, heads 3, 6 positions, E = 8", _rope_inputs((2, 3, 6, 8), 1)),
+            Case("float32 input, 4 positions, E = 6", _rope_inputs((4, 6), 2, torch.float32)),
+            Case("hidden: batch 3, 40 positions, E = 16", _rope_inputs((3, 40, 16), 3), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "rotates the other way (sign of the sine flipped)",
+                _rope_with(sign=-1.0),
+                "a rotation by +theta sends (a, b) to (a cos - b sin, a sin + b cos); check the "
+                "sign of each sine term.",
+            ),
+            Misconception(
+                "pairs the two halves instead of neighbouring features",
+                _rope_with(halves=True),
+                "this exercise pairs feature 2i with feature 2i + 1 (as in the paper); some codebases "
+                "pair i with i + E/2 instead, a different (also valid) layout that does not match.",
+            ),
+            Misconception(
+                "frequency exponent i/E instead of 2i/E",
+                _rope_with(freq_exp=1.0),
+                "pair i turns with the frequency base^(-2i/E), the same exponent as the sinusoidal table.",
+            ),
+            Misconception(
+                "positions counted from 1",
+                _rope_with(start=1),
+                "the first row is position 0 and must come out unchanged.",
+            ),
+        ],
+        hint="split the last axis into pairs, compute one angle per (position, pair), rotate each pair "
+        "by its angle, and put the pairs back in place.",
+        forbidden=_POSITIONS,
+        rtol=1e-6,
+        atol=1e-6,
+    )
+)
+
+# --------------------------------------------------------------------------- ex-09-3 ALiBi bias
+
+
+def alibi(num_heads: int, L: int) -> torch.Tensor:
+    """float32 (num_heads, L, L): -m_h (i - j) for j <= i, -inf for j > i, m_h = 2^(-8(h+1)/num_heads)."""
+    return alibi_bias(num_heads, L, L)
+
+
+def _alibi_with(slope_shift=1, sign=-1.0, future=-math.inf, symmetric=False):
+    def bias(num_heads, L):
+        h = torch.arange(num_heads, dtype=torch.float32)
+        m = 2.0 ** (-8.0 * (h + slope_shift) / num_heads)  # (h,)
+        i = torch.arange(L, dtype=torch.float32)[:, None]
+        j = torch.arange(L, dtype=torch.float32)[None, :]
+        distance = (i - j).abs() if symmetric else i - j  # (L, L)
+        out = sign * m[:, None, None] * distance + 0.0  # (h, L, L)
+        return out if symmetric else out.masked_fill(j > i, future)
+
+    return bias
+
+
+register(
+    Exercise(
+        id="ex-09-3",
+        function="alibi",
+        reference=alibi,
+        cases=[
+            Case("2 heads, 4 positions", lambda: (2, 4)),
+            Case("8 heads, 5 positions", lambda: (8, 5)),
+            Case("1 head, 1 position", lambda: (1, 1)),
+            Case("hidden: 4 heads, 12 positions", lambda: (4, 12), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "slopes start at h = 0 (the first head gets slope 1)",
+                _alibi_with(slope_shift=0),
+                "head h (counted from 0) has slope 2^(-8(h + 1) / num_heads): the first slope is "
+                "2^(-8/num_heads), the last 2^(-8).",
+            ),
+            Misconception(
+                "the bias rewards distance (sign flipped)",
+                _alibi_with(sign=1.0),
+                "keys further back must get a *lower* score: the bias is minus the slope times the distance.",
+            ),
+            Misconception(
+                "future keys get 0 instead of -inf",
+                _alibi_with(future=0.0),
+                "ALiBi is used with a causal model: keys after the query must be impossible to attend to.",
+            ),
+            Misconception(
+                "future keys get a penalty by distance instead of -inf",
+                _alibi_with(symmetric=True),
+                "a distance penalty on both sides is the encoder variant; here keys after the query are "
+                "masked out completely.",
+            ),
+        ],
+        hint="compute the distance i - j as an (L, L) table, multiply by one slope per head, and mask "
+        "the keys after each query.",
+        forbidden=_POSITIONS,
+        rtol=1e-5,
+        atol=1e-6,
+    )
+)
