@@ -1,0 +1,348 @@
+"""Chapter 10 exercises: the block's forward, a training loop, cached generation."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from attnlib.chapters.tiny_lm import TinyDecoderLM
+from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.transformer import TransformerBlock
+
+# Every case builds its model with a private generator: no global random state is read or changed.
+
+
+def _fill(module: torch.nn.Module, seed: int, std: float = 0.3) -> torch.nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * std)
+    return module
+
+
+# --------------------------------------------------------------------------- ex-10-1 the block's forward
+
+
+class SublayersOnlyBlock(TransformerBlock):
+    """A TransformerBlock whose forward is off: the exercise wires the sublayers itself."""
+
+    def forward(self, *args, **kwargs):
+        raise RuntimeError(
+            "write the block yourself: call block.norm1, block.self_attention, "
+            "block.norm2 and block.feed_forward, not block(x)"
+        )
+
+
+def block_forward(block: TransformerBlock, x: torch.Tensor) -> torch.Tensor:
+    """Pre-norm block with causal self-attention: (B, L, D) -> (B, L, D)."""
+    x = x + block.self_attention(block.norm1(x), is_causal=True)
+    return x + block.feed_forward(block.norm2(x))
+
+
+def _block_inputs(batch, length, d_model, heads, seed, dtype=torch.float64):
+    def make():
+        block = SublayersOnlyBlock(d_model, heads, 2 * d_model).to(dtype)
+        _fill(block, seed)
+        block.eval()
+        g = torch.Generator().manual_seed(seed + 100)
+        return block, torch.randn(batch, length, d_model, generator=g, dtype=dtype)
+
+    return make
+
+
+def _post_norm(block, x):
+    x = block.norm1(x + block.self_attention(x, is_causal=True))
+    return block.norm2(x + block.feed_forward(x))
+
+
+def _no_residual(block, x):
+    x = block.self_attention(block.norm1(x), is_causal=True)
+    return block.feed_forward(block.norm2(x))
+
+
+def _not_causal(block, x):
+    x = x + block.self_attention(block.norm1(x))
+    return x + block.feed_forward(block.norm2(x))
+
+
+def _one_norm(block, x):
+    x = x + block.self_attention(block.norm1(x), is_causal=True)
+    return x + block.feed_forward(block.norm1(x))
+
+
+def _parallel(block, x):
+    return x + block.self_attention(block.norm1(x), is_causal=True) + block.feed_forward(block.norm2(x))
+
+
+register(
+    Exercise(
+        id="ex-10-1",
+        function="block_forward",
+        reference=block_forward,
+        cases=[
+            Case("batch 2, 5 positions, D = 8, 2 heads", _block_inputs(2, 5, 8, 2, 0)),
+            Case("batch 1, 1 position, D = 4, 1 head", _block_inputs(1, 1, 4, 1, 1)),
+            Case(
+                "float32, batch 3, 6 positions, D = 12, 3 heads", _block_inputs(3, 6, 12, 3, 2, torch.float32)
+            ),
+            Case("hidden: batch 4, 9 positions, D = 16, 4 heads", _block_inputs(4, 9, 16, 4, 3), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "post-norm: the LayerNorm comes after the residual sum",
+                _post_norm,
+                "this block is pre-norm: normalise the input of each sublayer, and add the sublayer's "
+                "output to the un-normalised stream.",
+            ),
+            Misconception(
+                "no residual connection",
+                _no_residual,
+                "each sublayer's output is *added* to its input (x = x + sublayer(...)); without the "
+                "sum the input is lost.",
+            ),
+            Misconception(
+                "the attention is not causal",
+                _not_causal,
+                "a decoder block must not look at later positions: pass is_causal=True to the attention.",
+            ),
+            Misconception(
+                "norm1 used for both sublayers",
+                _one_norm,
+                "each sublayer has its own LayerNorm: norm1 before the attention, norm2 before the "
+                "feed-forward net.",
+            ),
+            Misconception(
+                "attention and feed-forward net in parallel",
+                _parallel,
+                "the sublayers run one after the other: the feed-forward net reads the stream *after* "
+                "the attention's output was added.",
+            ),
+        ],
+        hint="two residual steps, one per sublayer: normalise, apply the sublayer, add to the stream.",
+        rtol=1e-6,
+        atol=1e-7,
+    )
+)
+
+# --------------------------------------------------------------------------- ex-10-2 a training loop
+
+
+def train_steps(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: torch.Tensor
+) -> torch.Tensor:
+    """One optimiser step per batch of tokens (N, B, L); returns the N losses before each step.
+
+    The loss is the mean next-token cross-entropy: position t predicts token t + 1.
+    """
+    losses = []
+    for tokens in batches:
+        logits = model(tokens[:, :-1])  # (B, L-1, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def _lm(seed, std=0.3, **kwargs):
+    model = TinyDecoderLM(d_model=8, num_heads=2, d_ff=16, num_layers=1, **kwargs)
+    return _fill(model, seed, std)
+
+
+def _train_inputs(n_batches, batch, length, seed, stale_grads=True):
+    def make():
+        model = _lm(seed)
+        if stale_grads:  # gradients left over from an earlier call, as in a notebook
+            for p in model.parameters():
+                p.grad = torch.full_like(p, 0.5)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        g = torch.Generator().manual_seed(seed + 7)
+        return model, optimizer, torch.randint(0, 12, (n_batches, batch, length), generator=g)
+
+    return make
+
+
+def _no_zero_grad(model, optimizer, batches):
+    losses = []
+    for tokens in batches:
+        loss = F.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def _unshifted(model, optimizer, batches):
+    losses = []
+    for tokens in batches:
+        loss = F.cross_entropy(model(tokens).flatten(0, 1), tokens.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def _no_step(model, optimizer, batches):
+    losses = []
+    for tokens in batches:
+        loss = F.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+register(
+    Exercise(
+        id="ex-10-2",
+        function="train_steps",
+        reference=train_steps,
+        cases=[
+            Case("3 batches of 2 sequences, 6 tokens", _train_inputs(3, 2, 6, 0)),
+            Case("1 batch of 4 sequences, 5 tokens", _train_inputs(1, 4, 5, 1)),
+            Case("hidden: 5 batches of 3 sequences, 8 tokens", _train_inputs(5, 3, 8, 2), hidden=True),
+        ],
+        misconceptions=[
+            Misconception(
+                "gradients are never reset (no zero_grad)",
+                _no_zero_grad,
+                "backward() adds to .grad: clear the old gradients before each backward pass.",
+            ),
+            Misconception(
+                "the targets are not shifted (each position predicts itself)",
+                _unshifted,
+                "a language model predicts the *next* token: the targets are the inputs shifted by one.",
+            ),
+            Misconception(
+                "the gradients are never applied (no step(), or zero_grad() between backward() and step())",
+                _no_step,
+                "computing gradients changes nothing by itself: the optimiser's step() applies them, so "
+                "the order is zero_grad(), backward(), step().",
+            ),
+        ],
+        hint="for each batch: predict the next tokens, compute the loss, clear the gradients, "
+        "backpropagate, step; keep the loss.",
+        rtol=1e-4,
+        atol=1e-5,
+    )
+)
+
+# --------------------------------------------------------------------------- ex-10-3 cached generation
+
+
+class CacheOnlyLM(TinyDecoderLM):
+    """A TinyDecoderLM whose full forward is off: generation must go through forward_cached."""
+
+    def forward(self, *args, **kwargs):
+        raise RuntimeError(
+            "use the KV cache: call model.forward_cached(tokens, caches, offset), not model(tokens)"
+        )
+
+
+@torch.no_grad()
+def generate_cached(model: TinyDecoderLM, prompt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """Greedy decoding with one KV cache per block; returns (B, P + max_new_tokens)."""
+    B, P = prompt.shape
+    caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+    logits = model.forward_cached(prompt, caches, offset=0)  # (B, P, V)
+    tokens = prompt
+    for _ in range(max_new_tokens):
+        next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        if tokens.shape[1] < P + max_new_tokens:
+            logits = model.forward_cached(next_token, caches, offset=tokens.shape[1] - 1)
+    return tokens
+
+
+def _gen_inputs(batch, prompt_len, new, seed, layers=1):
+    def make():
+        model = CacheOnlyLM(d_model=16, num_heads=2, d_ff=32, num_layers=layers)
+        _fill(model, seed, std=0.5).eval()
+        g = torch.Generator().manual_seed(seed + 3)
+        return model, torch.randint(0, 12, (batch, prompt_len), generator=g), new
+
+    return make
+
+
+@torch.no_grad()
+def _offset_zero(model, prompt, max_new_tokens):
+    B, P = prompt.shape
+    caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+    logits = model.forward_cached(prompt, caches, offset=0)
+    tokens = prompt
+    for _ in range(max_new_tokens):
+        next_token = logits[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        if tokens.shape[1] < P + max_new_tokens:
+            logits = model.forward_cached(next_token, caches, offset=0)
+    return tokens
+
+
+@torch.no_grad()
+def _fresh_cache_each_step(model, prompt, max_new_tokens):
+    B, P = prompt.shape
+    tokens = prompt
+    logits = model.forward_cached(prompt, [b.new_cache(B, P + max_new_tokens) for b in model.blocks], 0)
+    for _ in range(max_new_tokens):
+        next_token = logits[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        if tokens.shape[1] < P + max_new_tokens:
+            caches = [b.new_cache(B, P + max_new_tokens) for b in model.blocks]
+            logits = model.forward_cached(next_token, caches, offset=tokens.shape[1] - 1)
+    return tokens
+
+
+@torch.no_grad()
+def _first_position(model, prompt, max_new_tokens):
+    B, P = prompt.shape
+    caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+    logits = model.forward_cached(prompt, caches, offset=0)
+    tokens = prompt
+    for _ in range(max_new_tokens):
+        next_token = logits[:, 0].argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        if tokens.shape[1] < P + max_new_tokens:
+            logits = model.forward_cached(next_token, caches, offset=tokens.shape[1] - 1)
+    return tokens
+
+
+register(
+    Exercise(
+        id="ex-10-3",
+        function="generate_cached",
+        reference=generate_cached,
+        cases=[
+            Case("1 sequence, prompt of 4, 5 new tokens", _gen_inputs(1, 4, 5, 0)),
+            Case("batch 3, prompt of 2, 6 new tokens, 2 layers", _gen_inputs(3, 2, 6, 1, layers=2)),
+            Case("batch 2, prompt of 1, 1 new token", _gen_inputs(2, 1, 1, 2)),
+            Case(
+                "hidden: batch 4, prompt of 5, 9 new tokens, 2 layers",
+                _gen_inputs(4, 5, 9, 3, 2),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "every new token is placed at position 0",
+                _offset_zero,
+                "the positions keep counting: the token appended as the n-th of the sequence sits at "
+                "offset n - 1.",
+            ),
+            Misconception(
+                "a new, empty cache at every step",
+                _fresh_cache_each_step,
+                "the caches hold the keys and values of everything decoded so far: create them once, "
+                "before the loop, and pass the same ones at every step.",
+            ),
+            Misconception(
+                "the next token is read from the first position's logits",
+                _first_position,
+                "the prediction for the next token is in the logits of the *last* position.",
+            ),
+        ],
+        hint="one cache per block, created once; run the prompt through forward_cached, then feed "
+        "each new token alone at its own offset.",
+    )
+)
