@@ -1,0 +1,160 @@
+"""overrides.csv: manual adjustments merged into grades.csv and Gradescope's results, kept on regrading."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from coursetools.grade import overrides
+from coursetools.grade.gradescope import grader_module
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
+import fake_class  # noqa: E402
+
+STEM = "00-how-to-use"
+
+
+def _record(student: str, scores: dict[str, float | None], points: dict[str, float]) -> dict:
+    exercises = {
+        ex: {
+            "function": f"f_{ex[-1]}",
+            "points": points[ex],
+            "score": score,
+            "cases": [
+                {"case": "one", "status": "passed" if score else "failed", "hidden": False},
+                {"case": "two", "status": "passed" if score == points[ex] else "failed", "hidden": True},
+            ],
+        }
+        for ex, score in scores.items()
+    }
+    total = None if any(s is None for s in scores.values()) else sum(scores.values())
+    return {
+        "student": student,
+        "file": f"/x/{student}.ipynb",
+        "status": "graded" if total is not None else "timeout",
+        "exercises": exercises,
+        "total": total,
+        "max": sum(points.values()),
+        "notes": [],
+        "review": [],
+        "incidents": [],
+    }
+
+
+@pytest.fixture
+def graded_out(tmp_path) -> Path:
+    """An output folder as the grader writes it, for three students and two exercises."""
+    report = grader_module("report")
+    points = {"ex-9-1": 2.0, "ex-9-2": 1.0}
+    records = [
+        _record("ada", {"ex-9-1": 2.0, "ex-9-2": 0.0}, points),
+        _record("grace", {"ex-9-1": 1.0, "ex-9-2": 1.0}, points),
+        _record("alan", {"ex-9-1": 0.0, "ex-9-2": None}, points),
+    ]
+    out = tmp_path / "out"
+    for record in records:
+        report.write_student(out, record, "09-test")
+    report.write_csv(out, records, list(points))
+    (out / "roster.csv").write_text(
+        "student,student_id,name,lms,late,file,duplicate_of\nada,12345,lovelaceada,canvas,,a.ipynb,\n"
+        "grace,23456,hoppergrace,canvas,,g.ipynb,\nalan,34567,turingalan,canvas,,t.ipynb,\n"
+    )
+    return out
+
+
+def _grades(out: Path) -> dict[str, dict]:
+    with open(out / "grades.csv", newline="") as fh:
+        return {r["student"]: r for r in csv.DictReader(fh)}
+
+
+def _results(out: Path, student: str) -> dict:
+    return json.loads((out / student / "results.json").read_text())
+
+
+def test_an_override_replaces_one_exercise_in_the_gradebook_and_gradescope(graded_out):
+    out = graded_out
+    (out / "overrides.csv").write_text(
+        "student,exercise,points,reason\nada,ex-9-2,0.5,partly right: the mask is transposed\n"
+        "23456,ex-9-1,2,regraded by hand\n"
+    )
+    before = _results(out, "ada")
+    alan_before = _results(out, "alan")
+    assert overrides.apply(out) == []
+    rows = _grades(out)
+    assert rows["ada"]["ex-9-2"] == "0.5" and rows["ada"]["total"] == "2.5"
+    assert rows["ada"]["adjustments"] == "ex-9-2: 0 -> 0.5 (partly right: the mask is transposed)"
+    assert rows["grace"]["ex-9-1"] == "2" and rows["grace"]["total"] == "3"  # found by student id
+    assert rows["alan"]["total"] == "" and rows["alan"]["adjustments"] == ""
+    after = _results(out, "ada")
+    assert after["score"] == pytest.approx(2.5)
+    extra = [t for t in after["tests"] if t["name"] == "ex-9-2: adjusted by your instructor"]
+    assert len(extra) == 1 and extra[0]["score"] == pytest.approx(0.5) and extra[0]["max_score"] == 0
+    assert "mask is transposed" in extra[0]["output"]
+    assert after["tests"][: len(before["tests"])] == before["tests"]  # the grader's tests are kept
+    assert _results(out, "alan") == alan_before  # no override: untouched
+
+
+def test_applying_twice_changes_nothing_and_removing_a_row_restores(graded_out):
+    out = graded_out
+    (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-9-2,1,ok\n")
+    overrides.apply(out)
+    first = ((out / "grades.csv").read_text(), _results(out, "ada"))
+    overrides.apply(out)
+    assert ((out / "grades.csv").read_text(), _results(out, "ada")) == first
+    (out / "overrides.csv").write_text("student,exercise,points,reason\n")
+    overrides.apply(out)
+    assert _grades(out)["ada"]["total"] == "2" and _grades(out)["ada"]["ex-9-2"] == "0"
+    assert _results(out, "ada")["score"] == pytest.approx(2.0)
+    assert not [t for t in _results(out, "ada")["tests"] if "adjusted" in t["name"]]
+
+
+def test_rows_that_cannot_apply_are_reported_and_skipped(graded_out):
+    out = graded_out
+    (out / "overrides.csv").write_text(
+        "student,exercise,points,reason\n"
+        "nobody,ex-9-1,1,x\n"
+        "ada,ex-7-7,1,x\n"
+        "ada,ex-9-1,3,too many\n"
+        "ada,ex-9-1,-1,negative\n"
+        "ada,ex-9-1,two,words\n"
+        "grace,ex-9-2,0,first\n"
+        "grace,ex-9-2,0.25,second\n"
+    )
+    problems = overrides.apply(out)
+    text = "\n".join(problems)
+    assert "no student 'nobody'" in text and "no exercise 'ex-7-7'" in text
+    assert text.count("outside 0 .. 2") == 2 and "'two' is not a number" in text
+    assert "this later row counts" in text
+    rows = _grades(out)
+    assert rows["ada"]["ex-9-1"] == "2" and rows["grace"]["ex-9-2"] == "0.25"
+    (out / "overrides.csv").write_text("who,what\nada,1\n")
+    assert any("no column" in p for p in overrides.apply(out))
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_overrides_survive_a_regrade(tmp_path):
+    batch, runner = grader_module("batch"), grader_module("runner")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nbformat.write(fake_class._with_answer(fake_class.ZEROS), subs / "ada.ipynb")
+    nbformat.write(fake_class._with_answer(fake_class.CORRECT), subs / "grace.ipynb")
+    out = tmp_path / "out"
+    (tmp_path / "out").mkdir()
+    (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-00-1,0.5,shape right\n")
+    for force in (False, True):  # first grading, then a full regrade
+        settings = runner.Settings(out=out, timeout_total=60)
+        batch.grade(STEM, subs, out, 2, force, settings, quiet=True)
+        assert _grades(out)["ada"]["total"] == "0"  # the grader's own gradebook
+        assert overrides.apply(out) == []
+        rows = _grades(out)
+        assert rows["ada"]["total"] == "0.5" and rows["ada"]["ex-00-1"] == "0.5"
+        assert rows["grace"]["total"] == "1"
+        assert _results(out, "ada")["score"] == pytest.approx(0.5)
+    assert (out / "overrides.csv").read_text().startswith("student,exercise,points,reason")
