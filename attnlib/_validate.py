@@ -38,7 +38,7 @@ def broadcast_shapes(*shapes: Sequence[int], what: str = "shapes") -> Shape:
 
 
 def check_floating(fn: str, named: Sequence[tuple[str, str, bool]]) -> None:
-    """Inputs must all be floating point and share one dtype.
+    """Inputs must all be floating point and share one dtype (TypeError otherwise).
 
     `named` holds `(name, dtype_name, is_floating)` for each input; the backend
     decides what "floating" means for its own dtypes.
@@ -48,8 +48,9 @@ def check_floating(fn: str, named: Sequence[tuple[str, str, bool]]) -> None:
             raise TypeError(f"{fn}: {name} must be a floating point array, got dtype {dtype}")
     dtypes = {dtype for _, dtype, _ in named}
     if len(dtypes) > 1:
+        # a dtype mismatch is a type problem: TypeError, as in attnlib.efficient
         listed = ", ".join(f"{name} {dtype}" for name, dtype, _ in named)
-        raise ValueError(f"{fn}: inputs must share one dtype, got {listed}")
+        raise TypeError(f"{fn}: inputs must share one dtype, got {listed}")
 
 
 def check_min_rank(fn: str, name: str, shape: Sequence[int], rank: int = 2) -> None:
@@ -158,3 +159,30 @@ def check_lengths(
     if too_long:
         raise ValueError(f"{fn}: lengths {too_long} exceed max_len={max_len}")
     return ints, max_len
+
+
+def check_flag(fn: str, name: str, value: object) -> bool:
+    """A switch such as `is_causal` must be a bool (Python or NumPy); TypeError otherwise.
+
+    A truthy string like "yes" or a tensor is refused instead of silently read as True.
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise TypeError(f"{fn}: {name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def check_positive_int(fn: str, name: str, value: object) -> int:
+    """A count such as `num_heads` must be an integer >= 1 (bool is not one); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_dim(fn: str, dim: object, ndim: int) -> int:
+    """`dim` must be an int in [-ndim, ndim) (a 0-d input counts as 1-d, as in torch); return it >= 0."""
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{fn}: dim must be an int, got {type(dim).__name__} {dim!r}")
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise ValueError(f"{fn}: dim={dim} is out of range for an input with {ndim} dimensions")
+    return int(dim) % n
