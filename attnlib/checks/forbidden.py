@@ -18,7 +18,8 @@ each name refers to:
 A forbidden entry is a dotted name (``"torch.softmax"``); the name of a
 module forbids everything in it (``"attnlib.checks"``); an entry starting with
 a dot (``".softmax"``) forbids that attribute on any object, e.g. the tensor
-method ``x.softmax(-1)``. Names that are already imported are also compared
+method ``x.softmax(-1)``; an entry ending in ``()`` (``"module()"``) forbids
+calling that name while still allowing its attributes (``module.w_query``). Names that are already imported are also compared
 by identity, so ``attnlib.attention.scaled_dot_product_attention`` is caught
 when ``attnlib.scaled_dot_product_attention`` is forbidden.
 
@@ -107,7 +108,8 @@ def _lookup(path: str):
 class _Finder(ast.NodeVisitor):
     def __init__(self, forbidden: Iterable[str]):
         entries = [f.strip() for f in forbidden if f and f.strip()]
-        self.paths = [f for f in entries if not f.startswith(".")]
+        self.calls = {f[:-2] for f in entries if f.endswith("()")}
+        self.paths = [f for f in entries if not f.startswith(".") and not f.endswith("()")]
         self.attributes = {f[1:] for f in entries if f.startswith(".")}
         self.objects = {}
         for path in self.paths:
@@ -220,12 +222,16 @@ class _Finder(ast.NodeVisitor):
                 self.found.add(f"{func}() of a computed string")
             else:
                 try:
-                    inner = _Finder(self.paths + ["." + a for a in self.attributes])
+                    inner = _Finder(
+                        self.paths + ["." + a for a in self.attributes] + [c + "()" for c in self.calls]
+                    )
                     inner.aliases = dict(self.aliases)
                     inner.visit(ast.parse(code))
                     self.found |= inner.found
                 except SyntaxError:
                     pass
+        if func is not None and func in self.calls:
+            self.found.add(func + "()")
         if func in ("getattr", "builtins.getattr") and len(node.args) >= 2:
             name = _fold(node.args[1])
             if name is not None and name in self.attributes:

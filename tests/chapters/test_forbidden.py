@@ -60,6 +60,13 @@ def test_allowed_code_is_not_flagged(source):
     assert find_forbidden(source, LIST) == []
 
 
+def test_a_forbidden_call_leaves_attributes_free():
+    forbidden = ["module()", ".forward"]
+    assert find_forbidden("def f(module, q):\n    return module(q)", forbidden) == ["module()"]
+    assert find_forbidden("def f(module, q):\n    return module.forward(q)", forbidden) == [".forward"]
+    assert find_forbidden("def f(module, q):\n    return q @ module.w_query.weight.T", forbidden) == []
+
+
 def test_nothing_forbidden_finds_nothing():
     assert find_forbidden("import torch\ntorch.softmax(x, -1)", []) == []
 

@@ -1,0 +1,162 @@
+"""Answer bank of chapter 01 (ex-01-1 context vector, ex-01-2 exact-sequence accuracy, ex-01-3 greedy decoding)."""
+
+import torch
+from bank import Right, Wrong
+
+BOS, EOS, PAD = 1, 2, 0
+
+# --------------------------------------------------------------------------- ex-01-1
+
+
+def context_last_column(embedding, gru, src, lengths):
+    _, h_n = gru(embedding(src))  # runs over the padding too
+    return h_n[-1]
+
+
+def context_off_by_one(embedding, gru, src, lengths):
+    out, _ = gru(embedding(src))  # (B, S, H)
+    return out[torch.arange(src.shape[0]), lengths]  # position lengths[b]: one too far
+
+
+def context_bottom_layer(embedding, gru, src, lengths):
+    packed = torch.nn.utils.rnn.pack_padded_sequence(
+        embedding(src), lengths, batch_first=True, enforce_sorted=False
+    )
+    _, h_n = gru(packed)
+    return h_n[0]
+
+
+def context_mean_of_states(embedding, gru, src, lengths):
+    out, _ = gru(embedding(src))
+    return out.mean(dim=1)
+
+
+def context_gather(embedding, gru, src, lengths):
+    out, _ = gru(embedding(src))  # (B, S, H): the top layer's states
+    return out[torch.arange(src.shape[0]), lengths - 1]
+
+
+def context_one_row_at_a_time(embedding, gru, src, lengths):
+    rows = []
+    for b in range(src.shape[0]):
+        _, h_n = gru(embedding(src[b : b + 1, : int(lengths[b])]))  # no padding at all
+        rows.append(h_n[-1, 0])
+    return torch.stack(rows)
+
+
+# --------------------------------------------------------------------------- ex-01-2
+
+
+def accuracy_per_token(pred, tgt):
+    real = tgt != PAD
+    return ((pred == tgt) & real).sum() / real.sum()
+
+
+def accuracy_whole_rows(pred, tgt):
+    return (pred == tgt).all(dim=1).double().mean()
+
+
+def accuracy_count(pred, tgt):
+    return ((pred == tgt) | (tgt == PAD)).all(dim=1).sum()  # a count, not a share
+
+
+def accuracy_prediction_pad_ignored(pred, tgt):
+    return ((pred == tgt) | (pred == PAD)).all(dim=1).double().mean()  # the wrong side's PAD
+
+
+def accuracy_python_loop(pred, tgt):
+    right = 0
+    for p, t in zip(pred.tolist(), tgt.tolist(), strict=True):
+        right += all(pi == ti for pi, ti in zip(p, t, strict=True) if ti != PAD)
+    return right / len(tgt)
+
+
+def accuracy_float32(pred, tgt):
+    per_row = (pred.eq(tgt) | tgt.eq(PAD)).float().mean(dim=1)  # 1.0 for a right row
+    return per_row.eq(1.0).float().mean()  # float32
+
+
+# --------------------------------------------------------------------------- ex-01-3
+
+
+def _decode(model, src, max_len, *, feed_bos=False, reset=False, pad=True, pad_eos=False):
+    _, context = model.encode(src)
+    hidden = context[None]
+    token = torch.full((src.shape[0], 1), BOS)
+    out = []
+    with torch.no_grad():
+        for _ in range(max_len):
+            logits, new_hidden = model.decode(None, context, token, hidden=context[None] if reset else hidden)
+            hidden = new_hidden
+            nxt = logits.argmax(dim=-1)
+            out.append(nxt)
+            token = torch.full_like(nxt, BOS) if feed_bos else nxt
+    tokens = torch.cat(out, dim=1)
+    if pad:
+        is_eos = (tokens == EOS).long()
+        after = (is_eos.cumsum(1) - is_eos) > 0
+        tokens = tokens.masked_fill(after, PAD)
+    if pad_eos:
+        tokens = tokens.masked_fill(tokens == EOS, PAD)
+    return tokens
+
+
+def decode_bos_every_step(model, src, max_len):
+    return _decode(model, src, max_len, feed_bos=True)
+
+
+def decode_state_reset(model, src, max_len):
+    return _decode(model, src, max_len, reset=True)
+
+
+def decode_no_pad(model, src, max_len):
+    return _decode(model, src, max_len, pad=False)
+
+
+def decode_eos_replaced(model, src, max_len):
+    return _decode(model, src, max_len, pad_eos=True)
+
+
+def decode_by_the_model(model, src, max_len):
+    return model.greedy_decode(src, max_len)
+
+
+def decode_with_finished_flags(model, src, max_len):
+    batch = src.shape[0]
+    _, context = model.encode(src)
+    hidden = context.unsqueeze(0)  # (1, B, H)
+    prev = torch.full((batch, 1), BOS, dtype=torch.long)
+    finished = torch.zeros(batch, 1, dtype=torch.bool)
+    columns = []
+    for _ in range(max_len):
+        with torch.no_grad():
+            logits, hidden = model.decode(None, context, prev, hidden=hidden)
+        token = logits.argmax(dim=-1)  # (B, 1)
+        columns.append(torch.where(finished, torch.full_like(token, PAD), token))
+        finished = finished | (token == EOS)
+        prev = token
+    return torch.cat(columns, dim=1)
+
+
+WRONG = [
+    Wrong("ex-01-1", context_last_column, "padding included"),
+    Wrong("ex-01-1", context_off_by_one, "off by one"),
+    Wrong("ex-01-1", context_bottom_layer, "bottom layer"),
+    Wrong("ex-01-1", context_mean_of_states, "average"),
+    Wrong("ex-01-2", accuracy_per_token, "token accuracy"),
+    Wrong("ex-01-2", accuracy_whole_rows, "PAD positions included"),
+    Wrong("ex-01-2", accuracy_count, "number of right rows"),
+    Wrong("ex-01-2", accuracy_prediction_pad_ignored, "prediction's PAD"),
+    Wrong("ex-01-3", decode_bos_every_step, "BOS fed at every step"),
+    Wrong("ex-01-3", decode_state_reset, "state is reset"),
+    Wrong("ex-01-3", decode_no_pad, "not replaced by PAD"),
+    Wrong("ex-01-3", decode_eos_replaced, "EOS itself"),
+    Wrong("ex-01-3", decode_by_the_model, "not allowed"),
+]
+RIGHT = [
+    Right("ex-01-1", context_gather),
+    Right("ex-01-1", context_one_row_at_a_time),
+    Right("ex-01-2", accuracy_python_loop),
+    Right("ex-01-2", accuracy_float32),
+    Right("ex-01-3", decode_with_finished_flags),
+]

@@ -1,0 +1,172 @@
+"""Answer bank of chapter 08 (online softmax step, tile step, KV-cache decoding step)."""
+
+import math
+
+import numpy as np
+import torch
+from bank import Right, Wrong
+
+# --------------------------------------------------------------------------- ex-08-1
+
+
+def online_no_rescale(m, l, block):
+    m_new = max(m, float(np.max(block)))
+    return m_new, l + float(np.sum(np.exp(block - m_new)))
+
+
+def online_inverted_rescale(m, l, block):
+    m_new = max(m, float(np.max(block)))
+    factor = math.exp(m_new - m) if m > -math.inf else 0.0
+    return m_new, l * factor + float(np.sum(np.exp(block - m_new)))
+
+
+def online_block_max(m, l, block):
+    m_new = float(np.max(block))
+    return m_new, l * math.exp(m - m_new) + float(np.sum(np.exp(block - m_new)))
+
+
+def online_no_shift(m, l, block):
+    with np.errstate(over="ignore"):
+        return max(m, float(np.max(block))), l + float(np.sum(np.exp(block)))
+
+
+def online_booleans(m, l, block):
+    return True, True
+
+
+def online_by_attnlib(m, l, block):
+    from attnlib.efficient import online_softmax_update
+
+    return online_softmax_update(m, l, block)
+
+
+def online_float32(m, l, block):
+    b = np.asarray(block, dtype=np.float32)
+    m_new = np.maximum(np.float32(m), b.max())
+    l_new = np.float32(l) * np.exp(np.float32(m) - m_new) + np.exp(b - m_new).sum()
+    return m_new, l_new  # float32 scalars: judged at float32 precision
+
+
+def online_log_space(m, l, block):
+    m_new = max(m, *[float(s) for s in block])
+    with np.errstate(divide="ignore"):
+        log_old = math.log(l) + m - m_new if l > 0 else -math.inf
+    log_block = np.log(np.sum(np.exp(np.asarray(block) - m_new)))
+    return m_new, float(np.exp(np.logaddexp(log_old, log_block)))
+
+
+# --------------------------------------------------------------------------- ex-08-2
+
+
+def _scores(q, k, scale=None):
+    return q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+
+
+def _step(m, l, acc, q, k, v, *, scale=None, rescale_acc=True, rescale_l=True, normalise=False):
+    s = _scores(q, k, scale)
+    m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+    c = torch.exp(m - m_new)
+    p = torch.exp(s - m_new)
+    l_new = (c * l if rescale_l else l) + p.sum(dim=-1, keepdim=True)
+    acc_new = (c * acc if rescale_acc else acc) + p @ v
+    return m_new, l_new, acc_new / l_new if normalise else acc_new
+
+
+def tile_acc_not_rescaled(m, l, acc, q_tile, k_tile, v_tile):
+    return _step(m, l, acc, q_tile, k_tile, v_tile, rescale_acc=False)
+
+
+def tile_l_not_rescaled(m, l, acc, q_tile, k_tile, v_tile):
+    return _step(m, l, acc, q_tile, k_tile, v_tile, rescale_l=False)
+
+
+def tile_unscaled(m, l, acc, q_tile, k_tile, v_tile):
+    return _step(m, l, acc, q_tile, k_tile, v_tile, scale=1.0)
+
+
+def tile_normalised_early(m, l, acc, q_tile, k_tile, v_tile):
+    return _step(m, l, acc, q_tile, k_tile, v_tile, normalise=True)
+
+
+def tile_by_attnlib(m, l, acc, q_tile, k_tile, v_tile):
+    from attnlib import efficient
+
+    return efficient.tile_step(m, l, acc, q_tile, k_tile, v_tile)
+
+
+def tile_einsum_where(m, l, acc, q_tile, k_tile, v_tile):
+    s = torch.einsum("...qd,...kd->...qk", q_tile, k_tile) / q_tile.shape[-1] ** 0.5
+    m_new = torch.where(s.max(dim=-1, keepdim=True).values > m, s.max(dim=-1, keepdim=True).values, m)
+    c = torch.where(torch.isinf(m), torch.zeros_like(m), torch.exp(m - m_new))  # nothing to rescale yet
+    p = torch.exp(s - m_new)
+    return m_new, c * l + p.sum(-1, keepdim=True), c * acc + torch.einsum("...qk,...kv->...qv", p, v_tile)
+
+
+# --------------------------------------------------------------------------- ex-08-3
+
+
+def _attend(q, k, v, scale=None):
+    w = torch.softmax(_scores(q, k, scale), dim=-1)
+    return w @ v
+
+
+def kv_attend_before_append(query, key, value, cache_k, cache_v):
+    out = _attend(query, cache_k, cache_v)
+    return out, torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+
+
+def kv_prepend(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([key, cache_k], dim=-2), torch.cat([value, cache_v], dim=-2)
+    return _attend(query, ck, cv), ck, cv
+
+
+def kv_unscaled(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+    return _attend(query, ck, cv, scale=1.0), ck, cv
+
+
+def kv_top_left_causal(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+    s = _scores(query, ck)
+    allowed = torch.ones(1, ck.shape[-2], dtype=torch.bool).tril()  # the single query sees position 0
+    w = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
+    return w @ cv, ck, cv
+
+
+def kv_old_cache_returned(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+    return _attend(query, ck, cv), cache_k, cache_v
+
+
+def kv_einsum_exp(query, key, value, cache_k, cache_v):
+    ck = torch.cat((cache_k, key), dim=2)
+    cv = torch.cat((cache_v, value), dim=2)
+    s = torch.einsum("bhqd,bhkd->bhqk", query, ck) / math.sqrt(query.size(-1))
+    e = (s - s.max(dim=-1, keepdim=True).values).exp()
+    return torch.einsum("bhqk,bhkv->bhqv", e / e.sum(-1, keepdim=True), cv), ck, cv
+
+
+WRONG = [
+    Wrong("ex-08-1", online_no_rescale, "not rescaled"),
+    Wrong("ex-08-1", online_inverted_rescale, "upside down"),
+    Wrong("ex-08-1", online_block_max, "block's maximum"),
+    Wrong("ex-08-1", online_no_shift, "without subtracting the maximum"),
+    Wrong("ex-08-1", online_booleans, "got booleans"),
+    Wrong("ex-08-1", online_by_attnlib, "not allowed"),
+    Wrong("ex-08-2", tile_acc_not_rescaled, "output is not rescaled"),
+    Wrong("ex-08-2", tile_l_not_rescaled, "running sum l is not rescaled"),
+    Wrong("ex-08-2", tile_unscaled, "no 1/sqrt(d)"),
+    Wrong("ex-08-2", tile_normalised_early, "divided by l inside"),
+    Wrong("ex-08-2", tile_by_attnlib, "not allowed"),
+    Wrong("ex-08-3", kv_attend_before_append, "before the new key"),
+    Wrong("ex-08-3", kv_prepend, "in front of the cache"),
+    Wrong("ex-08-3", kv_unscaled, "no 1/sqrt(d)"),
+    Wrong("ex-08-3", kv_top_left_causal, "top-left causal"),
+    Wrong("ex-08-3", kv_old_cache_returned, "cache is returned without"),
+]
+RIGHT = [
+    Right("ex-08-1", online_float32),
+    Right("ex-08-1", online_log_space),
+    Right("ex-08-2", tile_einsum_where),
+    Right("ex-08-3", kv_einsum_exp),
+]
