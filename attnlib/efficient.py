@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attnlib._validate import check_attention, check_floating, check_mask
+
 __all__ = [
     "KVCache",
     "OnlineSoftmaxState",
@@ -112,16 +114,14 @@ def online_softmax_update(m: float, l: float, block: np.ndarray) -> tuple[float,
         raise ValueError(f"block must be 1-D with shape (k,), got shape {block.shape}")
     if block.size == 0:
         return float(m), float(l)
-    m_new = max(float(m), float(block.max()))
+    m_new = float(np.maximum(m, block.max()))  # np.maximum keeps a NaN, Python's max may not
     if m_new == -math.inf:  # everything seen so far is masked
         return m_new, 0.0
     l_new = l * math.exp(m - m_new) + float(np.exp(block - m_new).sum())
     return m_new, l_new
 
 
-def online_softmax_numpy(
-    scores: np.ndarray, block_size: int
-) -> tuple[np.ndarray, list[OnlineSoftmaxState]]:
+def online_softmax_numpy(scores: np.ndarray, block_size: int) -> tuple[np.ndarray, list[OnlineSoftmaxState]]:
     """Softmax of one row of scores, computed block by block with a running max and sum.
 
     Parameters
@@ -185,9 +185,7 @@ def online_attention_row_numpy(
     """
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
     if q.ndim != 1 or k.ndim != 2 or v.ndim != 2 or k.shape[1] != q.shape[0]:
-        raise ValueError(
-            f"expected q (E,), k (S, E), v (S, Ev); got q {q.shape}, k {k.shape}, v {v.shape}"
-        )
+        raise ValueError(f"expected q (E,), k (S, E), v (S, Ev); got q {q.shape}, k {k.shape}, v {v.shape}")
     if v.shape[0] != k.shape[0]:
         raise ValueError(f"k {k.shape} and v {v.shape} must have the same length S")
     if mask is not None:
@@ -195,7 +193,8 @@ def online_attention_row_numpy(
         if mask.shape != (k.shape[0],):
             raise ValueError(f"mask must have shape (S,) = ({k.shape[0]},), got {mask.shape}")
     _check_block(block_size, "block_size")
-    scale = 1.0 / math.sqrt(q.shape[0]) if scale is None else float(scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[0]) if q.shape[0] else 1.0
 
     m, l = -math.inf, 0.0
     acc = np.zeros(v.shape[1])
@@ -204,21 +203,53 @@ def online_attention_row_numpy(
         s = scale * (k[start : start + block_size] @ q)  # the block's scores
         if mask is not None:
             s = np.where(mask[start : start + block_size], s, -np.inf)
-        m_new = max(m, float(s.max()))
-        if m_new > -math.inf:
+        m_new = float(np.maximum(m, s.max()))  # a NaN score makes the row NaN, as torch
+        if not m_new == -math.inf:
             correction = math.exp(m - m_new)  # exp(-inf) = 0 on the first block
             p = np.exp(s - m_new)
             l = correction * l + p.sum()
             acc = correction * acc + p @ v[start : start + block_size]
             m = m_new
         states.append(OnlineSoftmaxState(m=m, l=l, seen=start + s.size, acc=acc.copy()))
-    out = acc / l if l > 0 else np.zeros(v.shape[1])
+    out = acc / l if l != 0 else np.zeros(v.shape[1])  # NaN stays NaN
     return out, states
 
 
 # ---------------------------------------------------------------------------
-# 2. One tile of tiled attention (PyTorch)
+# 2. The online-softmax update of one tile (PyTorch), shared by everything below
 # ---------------------------------------------------------------------------
+
+_LOG2E = 1.0 / math.log(2.0)  # scores times log2(e) turn exp(x) into the cheaper exp2(x)
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _fold_tile(m, l, acc, p, v_tile, *, base2=False, p_flat=None, acc_flat=None):
+    """The online-softmax update, in place: fold one tile of scores into ``(m, l, acc)``.
+
+    ``m``, ``l`` are ``(..., Bq, 1)``, ``acc`` ``(..., Bq, Ev)``, ``p`` holds the
+    tile's scores ``(..., Bq, Bk)`` (``-inf`` where masked) and is overwritten by
+    ``exp(scores - m_new)``; ``v_tile`` is ``(..., Bk, Ev)``. With ``base2`` the
+    scores are in base-2 units (natural scores times log2(e)) and ``exp2``
+    replaces ``exp`` (same result, a cheaper instruction). ``p_flat``/``acc_flat``
+    are optional 3-D views of ``p``/``acc`` for one batched ``acc += p @ v``.
+
+    NaN propagates as in torch's softmax: a NaN score makes ``m`` NaN, and
+    ``torch.maximum`` keeps it NaN in every later tile, whatever their order.
+    """
+    exp_ = torch.Tensor.exp2_ if base2 else torch.Tensor.exp_
+    m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., Bq, 1)
+    # Rows that have seen only masked keys keep m = -inf; shift them by 0 instead
+    # so that exp(-inf - (-inf)) = NaN never happens.
+    shift = m_new.masked_fill(m_new == -math.inf, 0.0)
+    correction = exp_(m - shift)  # exp(m - m_new) <= 1 rescales what we had
+    exp_(p.sub_(shift))  # p = exp(s - m_new), in place
+    l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
+    acc.mul_(correction)
+    if acc_flat is not None:
+        acc_flat.baddbmm_(p_flat, v_tile)  # acc += p @ V, no temporary
+    else:
+        acc.add_(p @ v_tile)
+    m.copy_(m_new)
 
 
 def tile_step(
@@ -239,27 +270,23 @@ def tile_step(
     broadcastable to ``(..., Bq, Bk)``. Start from ``m = -inf``, ``l = 0``,
     ``acc = 0``; after the last tile the output is ``acc / l``.
 
-    Returns new ``(m, l, acc)``; the inputs are not modified. This is the
-    readable version; :func:`tiled_attention` does the same in place.
+    Returns new ``(m, l, acc)``; the inputs are not modified. The update itself
+    is :func:`_fold_tile`, the same function :func:`tiled_attention` runs.
     """
     if scale is None:
-        scale = 1.0 / math.sqrt(q_tile.shape[-1])
+        scale = 1.0 / math.sqrt(q_tile.shape[-1]) if q_tile.shape[-1] else 1.0
     s = scale * q_tile @ k_tile.transpose(-2, -1)  # (..., Bq, Bk)
     if allowed is not None:
         s = s.masked_fill(~allowed, -math.inf)
-    m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-    # Rows that have seen only masked keys keep m = -inf; shift them by 0 instead
-    # so that exp(-inf - (-inf)) = NaN never happens.
-    shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
-    p = torch.exp(s - shift)
-    correction = torch.exp(m - shift)
-    l_new = correction * l + p.sum(dim=-1, keepdim=True)
-    acc_new = correction * acc + p @ v_tile
-    return m_new, l_new, acc_new
+    shape = torch.broadcast_shapes(m.shape, s.shape[:-1] + (1,))
+    m, l = m.expand(shape).clone(), l.expand(shape).clone()
+    acc = acc.expand(*shape[:-1], acc.shape[-1]).clone()
+    _fold_tile(m, l, acc, s, v_tile)
+    return m, l, acc
 
 
 # ---------------------------------------------------------------------------
-# 3. Tiled attention
+# 3. Tiled attention: forward, backward (FlashAttention-2), autograd
 # ---------------------------------------------------------------------------
 
 
@@ -280,16 +307,20 @@ def tiled_attention(
 
     Equal (to rounding) to ``torch.nn.functional.scaled_dot_product_attention``
     but never holds more than one ``(block_q, block_k)`` tile of scores per
-    batch-head: extra memory O(L + S) instead of O(L S).
+    batch-head: extra memory O(L + S) instead of O(L S), in the forward and in
+    the backward pass.
 
     Parameters
     ----------
     query : (..., L, E)
     key : (..., S, E)
     value : (..., S, Ev)
-        leading dimensions broadcast against each other
+        leading dimensions broadcast against each other; float16 and bfloat16
+        are computed in float32 (running maximum, sum and output, as
+        FlashAttention does) and the output is cast back
     attn_mask : optional, broadcastable to (..., L, S)
-        bool (True = may attend) or float (added to the scores)
+        bool (True = may attend) or float (added to the scores; it receives
+        no gradient)
     key_mask : optional bool, (B, S) or (S,)
         padding mask, True = a real token; ``B`` is ``query.shape[0]`` and the
         mask is broadcast over every other leading dimension (e.g. heads)
@@ -306,18 +337,21 @@ def tiled_attention(
     Returns
     -------
     (..., L, Ev), the dtype of ``query``. A query row with no key it may attend
-    gets an all-zero output.
+    (also when ``S = 0``) gets an all-zero output and zero gradients; ``L = 0``
+    gives an empty output; ``E = 0`` gives every key the same weight, as torch.
 
-    Forward only: the in-place updates are not differentiable, so inputs that
-    require grad raise ``RuntimeError`` unless gradients are disabled.
+    Differentiable: the backward pass (FlashAttention-2, Dao 2023) recomputes
+    every tile's probabilities from the saved per-row log-sum-exp instead of
+    storing them; it supports one backward pass (no double backward).
     """
-    batch, L, S, E, Ev = _check_qkv(query, key, value)
+    fn = "tiled_attention"
+    batch, L, S, E, Ev = _check_qkv(fn, query, key, value)
     n = math.prod(batch)
     q = query.expand(*batch, L, E).reshape(n, 1, L, E)
     k = key.expand(*batch, S, E).reshape(n, S, E)
     v = value.expand(*batch, S, Ev).reshape(n, S, Ev)
-    masks = _prepare_masks(attn_mask, key_mask, batch, L, S, query)
-    out = _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
+    masks = _prepare_masks(fn, attn_mask, key_mask, batch, L, S, query)
+    out = _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
     return out.reshape(*batch, L, Ev)
 
 
@@ -339,71 +373,185 @@ class _Masks:
         return t.expand(*self.batch, *t.shape[-2:]).reshape(n, g, *t.shape[-2:])
 
 
-def _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k):
-    """The loop. q (n, g, L, E): g query heads share each of the n key/value heads;
-    k (n, S, E); v (n, S, Ev). Returns (n, g, L, Ev)."""
+@dataclass
+class _Plan:
+    """Everything the forward and the backward loops share about one call."""
+
+    masks: _Masks
+    is_causal: bool
+    diagonal: int
+    scale: float
+    block_q: int
+    block_k: int
+
+    def key_end(self, i1: int, S: int) -> int:
+        """Causal: the last key row ``i1 - 1`` may see is ``i1 - 1 + diagonal``."""
+        return max(min(S, i1 + self.diagonal), 0) if self.is_causal else S
+
+    def scores(self, buffer, q_blk, k_t, i0, i1, j0, j1, n, g):
+        """Base-2 scores of one tile, written into ``buffer``: (n, g * nq, nk) and a
+        (n, g, nq, nk) view. ``log2(e) * (scale * Q K^T + bias)``, -inf where masked."""
+        nq, nk = i1 - i0, j1 - j0
+        s_flat = buffer[: n * g * nq * nk].view(n, g * nq, nk)
+        torch.baddbmm(
+            s_flat, q_blk, k_t[:, :, j0:j1], beta=0, alpha=self.scale * _LOG2E, out=s_flat
+        )  # (n, g*nq, E) @ (n, E, nk) -> (n, g*nq, nk)
+        s = s_flat.view(n, g, nq, nk)
+        masks = self.masks
+        if masks.bias is not None:
+            s.add_(masks.tile(masks.bias, slice(i0, i1), slice(j0, j1), n, g), alpha=_LOG2E)
+        allowed = _tile_allowed(masks, i0, i1, j0, j1, n, g, self.is_causal, self.diagonal, q_blk.device)
+        if allowed is not None:
+            s.masked_fill_(~allowed, -math.inf)
+        return s_flat, s
+
+
+def _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k):
+    """Dispatch: q (n, g, L, E), k (n, S, E), v (n, S, Ev) -> (n, g, L, Ev).
+
+    Without gradients the loop runs directly and saves nothing; with them it
+    runs inside :class:`_TiledAttention`, which saves q, k, v, the output and
+    the per-row log-sum-exp for the backward pass.
+    """
     _check_block(block_q, "block_q")
     _check_block(block_k, "block_k")
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+        raise TypeError(f"diagonal must be an int, got {type(diagonal).__name__}")
+    E = q.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0  # E = 0: every score is 0, as torch
+    plan = _Plan(masks, is_causal, diagonal, float(scale), block_q, block_k)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        raise RuntimeError(
-            "tiled attention is forward-only (its in-place updates are not differentiable): "
-            "call it under torch.no_grad() or torch.inference_mode(), or use "
-            "torch.nn.functional.scaled_dot_product_attention to train"
-        )
+        return _TiledAttention.apply(q, k, v, plan)
+    out, _ = _forward(q, k, v, plan)
+    return out.to(q.dtype)
+
+
+def _forward(q, k, v, plan):
+    """The forward loop. q (n, g, L, E): g query heads share each of the n
+    key/value heads; k (n, S, E); v (n, S, Ev).
+
+    Returns ``out`` (n, g, L, Ev) in the working dtype (float32 for float16 and
+    bfloat16 inputs) and ``lse2`` (n, g, L, 1), the base-2 log-sum-exp of every
+    score row (``+inf`` for a row with no allowed key, so that the backward's
+    ``exp2(s - lse2)`` is 0 there).
+    """
+    work = torch.float32 if q.dtype in _LOW_PRECISION else q.dtype
+    q, k, v = q.to(work), k.to(work), v.to(work)  # no copy unless upcast
     n, g, L, E = q.shape
     S, Ev = k.shape[1], v.shape[2]
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    out = torch.zeros(n, g, L, Ev, dtype=q.dtype, device=q.device)
+    out = torch.zeros(n, g, L, Ev, dtype=work, device=q.device)
+    lse2 = torch.full((n, g, L, 1), math.inf, dtype=work, device=q.device)
     if L == 0 or S == 0:
-        return out
-    bq, bk = min(block_q, L), min(block_k, S)
+        return out, lse2
+    bq, bk = min(plan.block_q, L), min(plan.block_k, S)
     k_t = k.transpose(1, 2)  # (n, E, S): the matmul reads it as K^T
     # One score buffer for the whole call, reused by every tile.
-    buffer = torch.empty(n * g * bq * bk, dtype=q.dtype, device=q.device)
+    buffer = torch.empty(n * g * bq * bk, dtype=work, device=q.device)
+
+    for i0 in range(0, L, bq):
+        i1 = min(i0 + bq, L)
+        nq = i1 - i0
+        q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)  # the g heads of a group stacked
+        m = torch.full((n, g, nq, 1), -math.inf, dtype=work, device=q.device)
+        l = torch.zeros(n, g, nq, 1, dtype=work, device=q.device)
+        if g == 1:  # accumulate straight into the output rows
+            acc_flat = out[:, 0, i0:i1]
+        else:
+            acc_flat = torch.zeros(n, g * nq, Ev, dtype=work, device=q.device)
+        acc = acc_flat.view(n, g, nq, Ev)
+        for j0 in range(0, plan.key_end(i1, S), bk):
+            j1 = min(j0 + bk, S)
+            s_flat, s = plan.scores(buffer, q_blk, k_t, i0, i1, j0, j1, n, g)
+            _fold_tile(m, l, acc, s, v[:, j0:j1], base2=True, p_flat=s_flat, acc_flat=acc_flat)
+        # Rows that never saw an allowed key have l = 0 and acc = 0: output 0.
+        empty = l == 0
+        acc.div_(l.masked_fill(empty, 1.0))
+        lse2[:, :, i0:i1] = (m + torch.log2(l)).masked_fill_(empty, math.inf)
+        if g != 1:
+            out[:, :, i0:i1] = acc
+    return out, lse2
+
+
+def _backward(q, k, v, out, lse2, grad_out, plan):
+    """FlashAttention-2's backward, tile by tile; returns (dq, dk, dv).
+
+    For every tile the probabilities are recomputed, ``P = exp2(S2 - lse2)``,
+    and with ``D = rowsum(dO * O)``::
+
+        dV += P^T dO;  dP = dO V^T;  dS = P * (dP - D);
+        dQ += dS K * scale;  dK += dS^T Q * scale
+
+    Only two tile buffers (P and dS) exist at any time.
+    """
+    work = torch.float32 if q.dtype in _LOW_PRECISION else q.dtype
+    q, k, v = q.to(work), k.to(work), v.to(work)
+    out, grad_out = out.to(work), grad_out.to(work)
+    n, g, L, E = q.shape
+    S, Ev = k.shape[1], v.shape[2]
+    dq = torch.zeros_like(q)
+    dk = torch.zeros_like(k)
+    dv = torch.zeros_like(v)
+    if L == 0 or S == 0:
+        return dq, dk, dv
+    bq, bk = min(plan.block_q, L), min(plan.block_k, S)
+    k_t, v_t = k.transpose(1, 2), v.transpose(1, 2)  # (n, E, S), (n, Ev, S)
+    delta = (grad_out * out).sum(dim=-1, keepdim=True)  # D = rowsum(dO * O): (n, g, L, 1)
+    p_buffer = torch.empty(n * g * bq * bk, dtype=work, device=q.device)
+    ds_buffer = torch.empty_like(p_buffer)
 
     for i0 in range(0, L, bq):
         i1 = min(i0 + bq, L)
         nq = i1 - i0
         q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)
-        m = torch.full((n, g, nq, 1), -math.inf, dtype=q.dtype, device=q.device)
-        l = torch.zeros(n, g, nq, 1, dtype=q.dtype, device=q.device)
-        if g == 1:  # accumulate straight into the output rows
-            acc_flat = out[:, 0, i0:i1]
-        else:  # the g query heads of a group are stacked into one (g * nq) block
-            acc_flat = torch.zeros(n, g * nq, Ev, dtype=q.dtype, device=q.device)
-        acc = acc_flat.view(n, g, nq, Ev)
-
-        # Causal: the last key row i1-1 may see is i1-1+diagonal; later keys are skipped.
-        j_end = min(S, i1 + diagonal) if is_causal else S
-        for j0 in range(0, max(j_end, 0), bk):
+        do_blk = grad_out[:, :, i0:i1].reshape(n, g * nq, Ev)
+        lse_blk = lse2[:, :, i0:i1].reshape(n, g * nq, 1)
+        d_blk = delta[:, :, i0:i1].reshape(n, g * nq, 1)
+        dq_blk = dq[:, 0, i0:i1] if g == 1 else torch.zeros(n, g * nq, E, dtype=work, device=q.device)
+        for j0 in range(0, plan.key_end(i1, S), bk):
             j1 = min(j0 + bk, S)
-            nk = j1 - j0
-            s_flat = buffer[: n * g * nq * nk].view(n, g * nq, nk)
-            # s = scale * Q K^T, written into the buffer (no new allocation)
-            torch.baddbmm(s_flat, q_blk, k_t[:, :, j0:j1], beta=0, alpha=scale, out=s_flat)
-            s = s_flat.view(n, g, nq, nk)
-
-            allowed = _tile_allowed(masks, i0, i1, j0, j1, n, g, is_causal, diagonal, q.device)
-            if masks.bias is not None:
-                s.add_(masks.tile(masks.bias, slice(i0, i1), slice(j0, j1), n, g))
-            if allowed is not None:
-                s.masked_fill_(~allowed, -math.inf)
-
-            # The online softmax update, in place: s becomes p = exp(s - m_new).
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            shift = m_new.masked_fill(m_new == -math.inf, 0.0)  # fully masked so far
-            correction = torch.exp(m - shift)
-            s.sub_(shift).exp_()
-            l.mul_(correction).add_(s.sum(dim=-1, keepdim=True))
-            acc.mul_(correction)
-            acc_flat.baddbmm_(s_flat, v[:, j0:j1])  # acc += p @ V
-            m = m_new
-
-        # Rows that never saw an allowed key have l = 0 and acc = 0: output 0.
-        acc.div_(l.masked_fill(l == 0, 1.0))
+            p, _ = plan.scores(p_buffer, q_blk, k_t, i0, i1, j0, j1, n, g)
+            p.sub_(lse_blk).exp2_()  # P, (n, g*nq, nk); 0 where masked
+            dv[:, j0:j1].baddbmm_(p.transpose(1, 2), do_blk)  # dV += P^T dO
+            ds = ds_buffer[: p.numel()].view_as(p)
+            torch.baddbmm(ds, do_blk, v_t[:, :, j0:j1], beta=0, out=ds)  # dP = dO V^T
+            ds.sub_(d_blk).mul_(p)  # dS = P * (dP - D)
+            dq_blk.baddbmm_(ds, k[:, j0:j1], alpha=plan.scale)  # dQ += dS K * scale
+            dk[:, j0:j1].baddbmm_(ds.transpose(1, 2), q_blk, alpha=plan.scale)  # dK += dS^T Q
         if g != 1:
-            out[:, :, i0:i1] = acc
-    return out
+            dq[:, :, i0:i1] = dq_blk.view(n, g, nq, E)
+    return dq, dk, dv
+
+
+class _TiledAttention(torch.autograd.Function):
+    """Tiled attention with a memory-efficient backward (FlashAttention-2).
+
+    Saves q, k, v, the output and the per-row log-sum-exp: O(L + S) numbers,
+    never a score tile.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, plan):
+        out, lse2 = _forward(q, k, v, plan)
+        out = out.to(q.dtype)
+        ctx.save_for_backward(q, k, v, out, lse2)
+        ctx.plan = plan
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "tiled_attention supports one backward pass, not double backward "
+                "(create_graph=True): its backward recomputes the tiles without recording "
+                "a graph. Use torch.nn.functional.scaled_dot_product_attention for "
+                "higher-order gradients."
+            )
+        q, k, v, out, lse2 = ctx.saved_tensors
+        dq, dk, dv = _backward(q, k, v, out, lse2, grad_out, ctx.plan)
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
 
 
 def _tile_allowed(masks, i0, i1, j0, j1, n, g, is_causal, diagonal, device):
@@ -422,71 +570,54 @@ def _tile_allowed(masks, i0, i1, j0, j1, n, g, is_causal, diagonal, device):
     return allowed
 
 
-def _prepare_masks(attn_mask, key_mask, batch, L, S, query) -> _Masks:
+def _prepare_masks(fn, attn_mask, key_mask, batch, L, S, query) -> _Masks:
     allowed, bias = [], None
     full = (*batch, L, S)
     if attn_mask is not None:
         if not isinstance(attn_mask, torch.Tensor):
-            raise TypeError(f"attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
-        try:
-            torch.broadcast_shapes(attn_mask.shape, full)
-            if attn_mask.dim() > len(full):
-                raise RuntimeError
-        except RuntimeError:
-            raise ValueError(
-                f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to "
-                f"(..., L, S) = {full} for query {tuple(query.shape)}"
-            ) from None
+            raise TypeError(f"{fn}: attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
+        check_mask(fn, "attn_mask", attn_mask.shape, full)
         mask = attn_mask.reshape((1,) * (len(full) - attn_mask.dim()) + tuple(attn_mask.shape))
         mask = mask.expand(*batch, *mask.shape[-2:])
         if mask.dtype == torch.bool:
             allowed.append(mask)
         elif mask.is_floating_point():
-            bias = mask.to(query.dtype)
+            work = torch.float32 if query.dtype in _LOW_PRECISION else query.dtype
+            bias = mask.detach().to(work)
         else:
-            raise TypeError(f"attn_mask must be bool or floating point, got {mask.dtype}")
+            raise TypeError(f"{fn}: attn_mask must be bool or floating point, got {mask.dtype}")
     if key_mask is not None:
         if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
-            raise TypeError("key_mask must be a bool torch.Tensor (True = real token)")
+            got = key_mask.dtype if isinstance(key_mask, torch.Tensor) else type(key_mask).__name__
+            raise TypeError(f"{fn}: key_mask must be a bool torch.Tensor (True = real token), got {got}")
         if key_mask.dim() == 1 and key_mask.shape[0] == S:
             mask = key_mask.view(1, S)
-        elif key_mask.dim() == 2 and key_mask.shape[1] == S and len(batch) >= 1 and (
-            key_mask.shape[0] in (1, batch[0])
+        elif (
+            key_mask.dim() == 2
+            and key_mask.shape[1] == S
+            and len(batch) >= 1
+            and (key_mask.shape[0] in (1, batch[0]))
         ):
             mask = key_mask.view(key_mask.shape[0], *([1] * (len(batch) - 1)), 1, S)
         else:
             raise ValueError(
-                f"key_mask must have shape (B, S) = ({batch[0] if batch else 1}, {S}) or (S,); "
-                f"got {tuple(key_mask.shape)} for query {tuple(query.shape)}"
+                f"{fn}: key_mask must have shape (B, S) = ({batch[0] if batch else 1}, {S}) "
+                f"or (S,); got {tuple(key_mask.shape)} for query {tuple(query.shape)}"
             )
         mask = mask.reshape((1,) * (len(full) - mask.dim()) + tuple(mask.shape))
         allowed.append(mask.expand(*batch, 1, S))
     return _Masks(allowed=allowed, bias=bias, batch=tuple(batch))
 
 
-def _check_qkv(query, key, value):
-    for name, t in (("query", query), ("key", key), ("value", value)):
+def _check_qkv(fn, query, key, value):
+    """Validate through attnlib._validate (the same errors as attnlib.attention)."""
+    tensors = {"query": query, "key": key, "value": value}
+    for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be floating point, got {t.dtype}")
-    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(f"query, key and value must share a dtype ({shapes})")
-    L, E = query.shape[-2:]
-    S, Ek = key.shape[-2:]
-    Sv, Ev = value.shape[-2:]
-    if Ek != E:
-        raise ValueError(f"query (..., L, E) and key (..., S, E) disagree on E: {shapes}")
-    if Sv != S:
-        raise ValueError(f"key (..., S, E) and value (..., S, Ev) disagree on S: {shapes}")
-    try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"leading (batch) dimensions do not broadcast: {shapes}") from None
-    return tuple(batch), L, S, E, Ev
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    check_floating(fn, [(name, str(t.dtype), t.is_floating_point()) for name, t in tensors.items()])
+    batch, L, S = check_attention(fn, query.shape, key.shape, value.shape)
+    return tuple(batch), L, S, query.shape[-1], value.shape[-1]
 
 
 def _check_block(size, name):
@@ -506,8 +637,14 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     of ``torch.nn.functional.scaled_dot_product_attention(enable_gqa=True)``).
     This copies; :func:`grouped_query_attention` does not need it.
     """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"repeat_kv: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 4:
-        raise ValueError(f"expected (B, Hkv, S, d), got shape {tuple(x.shape)}")
+        raise ValueError(f"repeat_kv: expected x of shape (B, Hkv, S, d), got {tuple(x.shape)}")
+    if isinstance(n_rep, bool) or not isinstance(n_rep, int):
+        raise TypeError(f"repeat_kv: n_rep must be an int, got {type(n_rep).__name__}")
+    if n_rep < 1:
+        raise ValueError(f"repeat_kv: n_rep must be a positive int (copies of each head), got {n_rep}")
     return x.repeat_interleave(n_rep, dim=1)
 
 
@@ -542,28 +679,32 @@ def grouped_query_attention(
     (B, Hq, L, Ev). Equal to attention with the key/value heads repeated
     (:func:`repeat_kv`), without ever materialising the repeated heads: the
     ``Hq/Hkv`` query heads of a group are stacked and multiplied by their
-    shared keys in one matmul.
+    shared keys in one matmul. Differentiable like :func:`tiled_attention`;
+    the gradient of a key/value head sums over the query heads that share it.
     """
+    fn = "grouped_query_attention"
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name} must have shape (B, H, seq, dim), got {shape}")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{fn}: {name} must have shape (B, H, seq, dim), got {tuple(t.shape)}")
     shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
     B, Hq, L, E = query.shape
     Bk, Hkv, S, _ = key.shape
     if Bk != B or value.shape[0] != B or value.shape[1] != Hkv:
-        raise ValueError(f"query, key and value must share B and key/value share Hkv: {shapes}")
+        raise ValueError(f"{fn}: query, key and value must share B and key/value share Hkv: {shapes}")
     if Hkv == 0 or Hq % Hkv != 0:
-        raise ValueError(f"query heads Hq={Hq} must be a multiple of key/value heads Hkv={Hkv}: "
-                         f"{shapes}")
-    batch, L, S, E, Ev = _check_qkv(query[:, :1], key, value)
+        raise ValueError(
+            f"{fn}: query heads Hq={Hq} must be a multiple of key/value heads Hkv={Hkv}: {shapes}"
+        )
+    batch, L, S, E, Ev = _check_qkv(fn, query[:, :1], key, value)
     g = Hq // Hkv
     n = B * Hkv
     q = query.reshape(n, g, L, E)  # group the query heads that share a key/value head
     k = key.reshape(n, S, E)
     v = value.reshape(n, S, Ev)
-    masks = _prepare_masks(attn_mask, key_mask, (B, Hq), L, S, query)
-    out = _tiled_core(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
+    masks = _prepare_masks(fn, attn_mask, key_mask, (B, Hq), L, S, query)
+    out = _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
     return out.reshape(B, Hq, L, Ev)
 
 
@@ -585,8 +726,13 @@ def kv_cache_bytes(
     The 2 counts keys and values; ``b`` is the size of one element (from
     ``dtype``, or pass the number of bytes directly).
     """
-    for name, x in (("layers", layers), ("batch", batch), ("kv_heads", kv_heads),
-                    ("seq_len", seq_len), ("head_dim", head_dim)):
+    for name, x in (
+        ("layers", layers),
+        ("batch", batch),
+        ("kv_heads", kv_heads),
+        ("seq_len", seq_len),
+        ("head_dim", head_dim),
+    ):
         if isinstance(x, bool) or not isinstance(x, int) or x < 0:
             raise ValueError(f"{name} must be a non-negative int, got {x!r}")
     if isinstance(dtype, torch.dtype):
@@ -622,10 +768,17 @@ class KVCache:
         device: torch.device | str | None = None,
     ):
         value_dim = head_dim if value_dim is None else value_dim
-        for name, x in (("batch", batch), ("kv_heads", kv_heads), ("capacity", capacity),
-                        ("head_dim", head_dim), ("value_dim", value_dim)):
+        for name, x in (
+            ("batch", batch),
+            ("kv_heads", kv_heads),
+            ("capacity", capacity),
+            ("head_dim", head_dim),
+            ("value_dim", value_dim),
+        ):
             if isinstance(x, bool) or not isinstance(x, int) or x < 1:
                 raise ValueError(f"{name} must be a positive int, got {x!r}")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"KVCache: dtype must be a floating point torch.dtype, got {dtype!r}")
         self._k = torch.zeros(batch, kv_heads, capacity, head_dim, dtype=dtype, device=device)
         self._v = torch.zeros(batch, kv_heads, capacity, value_dim, dtype=dtype, device=device)
         self.length = 0
@@ -657,29 +810,37 @@ class KVCache:
 
         Returns the views ``(keys, values)`` of everything cached so far.
         """
+        self._check_append(key, value)
+        t = key.shape[2]
+        self._k[:, :, self.length : self.length + t] = key
+        self._v[:, :, self.length : self.length + t] = value
+        self.length += t
+        return self.keys, self.values
+
+    def _check_append(self, key, value) -> None:
+        """Raise (and change nothing) unless ``append(key, value)`` would succeed."""
         B, H, _, d = self._k.shape
         dv = self._v.shape[-1]
         if (
-            not isinstance(key, torch.Tensor) or not isinstance(value, torch.Tensor)
-            or key.dim() != 4 or value.dim() != 4
-            or key.shape[:2] != (B, H) or key.shape[3] != d
-            or value.shape[:3] != key.shape[:3] or value.shape[3] != dv
+            not isinstance(key, torch.Tensor)
+            or not isinstance(value, torch.Tensor)
+            or key.dim() != 4
+            or value.dim() != 4
+            or key.shape[:2] != (B, H)
+            or key.shape[3] != d
+            or value.shape[:3] != key.shape[:3]
+            or value.shape[3] != dv
         ):
-            got = [tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-                   for x in (key, value)]
+            got = [tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__ for x in (key, value)]
             raise ValueError(
                 f"expected key ({B}, {H}, t, {d}) and value ({B}, {H}, t, {dv}); "
                 f"got key {got[0]}, value {got[1]}"
             )
         t = key.shape[2]
         if self.length + t > self.capacity:
-            raise ValueError(
-                f"KV cache full: {self.length} + {t} positions exceed capacity {self.capacity}"
-            )
-        self._k[:, :, self.length : self.length + t] = key
-        self._v[:, :, self.length : self.length + t] = value
-        self.length += t
-        return self.keys, self.values
+            raise ValueError(f"KV cache full: {self.length} + {t} positions exceed capacity {self.capacity}")
+        if not key.is_floating_point() or not value.is_floating_point():
+            raise TypeError(f"KVCache: key and value must be floating point, got {key.dtype}, {value.dtype}")
 
     def reset(self) -> None:
         """Forget every position (the storage is kept)."""
@@ -687,8 +848,10 @@ class KVCache:
 
     def __repr__(self) -> str:
         B, H, cap, d = self._k.shape
-        return (f"KVCache(batch={B}, kv_heads={H}, len={self.length}/{cap}, head_dim={d}, "
-                f"dtype={self._k.dtype}, nbytes={self.nbytes})")
+        return (
+            f"KVCache(batch={B}, kv_heads={H}, len={self.length}/{cap}, head_dim={d}, "
+            f"dtype={self._k.dtype}, nbytes={self.nbytes})"
+        )
 
 
 def decode_step(
@@ -715,15 +878,35 @@ def decode_step(
     """
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
-    if not isinstance(query, torch.Tensor) or query.dim() != 4 or not isinstance(
-        key, torch.Tensor
-    ) or key.dim() != 4 or query.shape[2] != key.shape[2]:
+    if (
+        not isinstance(query, torch.Tensor)
+        or query.dim() != 4
+        or not isinstance(key, torch.Tensor)
+        or key.dim() != 4
+        or query.shape[2] != key.shape[2]
+    ):
         raise ValueError(
             "expected query (B, Hq, t, E) and key (B, Hkv, t, E) with the same t; got "
             f"query {tuple(getattr(query, 'shape', ()))}, key {tuple(getattr(key, 'shape', ()))}"
         )
+    B, Hkv, _, E = cache._k.shape
+    Hq = query.shape[1]
+    if query.shape[0] != B or query.shape[3] != E or Hq == 0 or Hq % Hkv != 0:
+        raise ValueError(
+            f"decode_step: query {tuple(query.shape)} must be (B, Hq, t, E) = ({B}, Hq, t, {E}) "
+            f"with Hq a multiple of the cache's Hkv = {Hkv}"
+        )
+    dtypes = (query.dtype, key.dtype, getattr(value, "dtype", type(value)), cache._k.dtype)
+    if len(set(dtypes)) != 1:
+        raise TypeError(
+            "decode_step: query, key, value and the cache must share one dtype, "
+            f"got {', '.join(map(str, dtypes))}"
+        )
+    if not query.is_floating_point():
+        raise TypeError(f"decode_step: query must be floating point, got {query.dtype}")
+    # Validate the cache's part (shapes, capacity) before anything is written, so that
+    # a refused call leaves the cache as it was.
+    cache._check_append(key, value)
     past = len(cache)
     keys, values = cache.append(key, value)
-    return grouped_query_attention(
-        query, keys, values, is_causal=True, diagonal=past, scale=scale
-    )
+    return grouped_query_attention(query, keys, values, is_causal=True, diagonal=past, scale=scale)

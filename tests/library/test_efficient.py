@@ -127,8 +127,7 @@ def test_tiled_equals_sdpa_float32(shape, causal):
     q, k, v = qkv(*lead, L, E, S=S, Ev=Ev)
     out = tiled_attention(q, k, v, is_causal=causal, block_q=bq, block_k=bk)
     assert out.shape == (*lead, L, Ev) and out.dtype == torch.float32
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                               **F32)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal), **F32)
     torch.testing.assert_close(out, reference(q, k, v, is_causal=causal), **F32)
 
 
@@ -157,8 +156,7 @@ def test_broadcast_leading_dims():
     q = torch.randn(2, 4, 10, 8, generator=g)
     k = torch.randn(1, 1, 12, 8, generator=g)  # shared by every batch and head
     v = torch.randn(2, 1, 12, 8, generator=g)
-    torch.testing.assert_close(tiled_attention(q, k, v, block_q=3, block_k=5),
-                               reference(q, k, v), **F32)
+    torch.testing.assert_close(tiled_attention(q, k, v, block_q=3, block_k=5), reference(q, k, v), **F32)
 
 
 @pytest.mark.parametrize("L,S,diagonal", [(7, 20, 13), (20, 7, -13), (10, 10, 3), (10, 10, -4)])
@@ -189,8 +187,9 @@ def test_padding_key_mask():
     k2, v2 = k.clone(), v.clone()
     k2[~key_mask[:, None, :, None].expand_as(k2)] = 1e4
     v2[~key_mask[:, None, :, None].expand_as(v2)] = -7.0
-    torch.testing.assert_close(tiled_attention(q, k2, v2, key_mask=key_mask, block_q=4,
-                                               block_k=4), out, **F32)
+    torch.testing.assert_close(
+        tiled_attention(q, k2, v2, key_mask=key_mask, block_q=4, block_k=4), out, **F32
+    )
     # padding together with causal
     out_c = tiled_attention(q, k, v, key_mask=key_mask, is_causal=True, block_q=4, block_k=3)
     both = key_mask[:, None, None, :] & torch.ones(L, S, dtype=torch.bool).tril()
@@ -217,8 +216,7 @@ def test_fully_masked_rows_give_zeros():
     out = tiled_attention(q, k, v, attn_mask=allowed, block_q=3, block_k=4)
     assert not torch.isnan(out).any()
     assert torch.all(out[0, 1, 3] == 0) and torch.all(out[1, :, 7:] == 0)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=allowed),
-                               **F32)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=allowed), **F32)
     # every key padded; and float -inf masks
     none = torch.zeros(2, 12, dtype=torch.bool)
     assert torch.all(tiled_attention(q, k, v, key_mask=none) == 0)
@@ -242,7 +240,7 @@ def test_bad_input_raises_value_error_naming_shapes():
     q, k, v = qkv(1, 2, 5, 8, S=6)
     with pytest.raises(ValueError, match=r"\(1, 2, 5, 8\).*\(1, 2, 6, 7\)"):
         tiled_attention(q, k[..., :7], v)
-    with pytest.raises(ValueError, match=r"\(1, 2, 5, 8\)"):
+    with pytest.raises(ValueError, match=r"\(1, 2, 6, 8\).*\(1, 2, 4, 8\)"):
         tiled_attention(q, k, v[..., :4, :])
     with pytest.raises(ValueError, match=r"\(3, 3\)"):
         tiled_attention(q, k, v, attn_mask=torch.ones(3, 3, dtype=torch.bool))
@@ -254,17 +252,28 @@ def test_bad_input_raises_value_error_naming_shapes():
         tiled_attention(q.expand(2, 2, 5, 8), k.expand(3, 2, 6, 8), v)
     with pytest.raises(ValueError, match="block_k"):
         tiled_attention(q, k, v, block_k=0)
-    with pytest.raises(TypeError):
-        tiled_attention(q, k.double(), v)
+    with pytest.raises(TypeError, match="is_causal"):
+        tiled_attention(q, k, v, is_causal="yes")
+    with pytest.raises(TypeError, match="attn_mask"):
+        tiled_attention(q, k, v, attn_mask=[[True] * 6] * 5)
+    with pytest.raises(TypeError, match="key_mask"):
+        tiled_attention(q, k, v, key_mask=torch.ones(1, 6))
 
 
-def test_forward_only_with_a_clear_error():
-    q, k, v = qkv(1, 2, 5, 8)
-    q.requires_grad_(True)
-    with pytest.raises(RuntimeError, match="forward-only"):
-        tiled_attention(q, k, v)
-    with torch.no_grad():
-        torch.testing.assert_close(tiled_attention(q, k, v), reference(q.detach(), k, v), **F32)
+def test_errors_come_from_the_shared_validation():
+    """efficient validates through attnlib._validate: same type and message as attention."""
+    from attnlib.attention import scaled_dot_product_attention
+
+    q, k, v = qkv(1, 2, 5, 8, S=6)
+    for args in ((q, k.double(), v), (q, k, v.int()), (q, k[..., :7], v)):
+        with pytest.raises((TypeError, ValueError)) as ours:
+            tiled_attention(*args)
+        with pytest.raises((TypeError, ValueError)) as theirs:
+            scaled_dot_product_attention(*args)
+        assert type(ours.value) is type(theirs.value)
+        assert str(ours.value).replace("tiled_attention", "") == str(theirs.value).replace(
+            "scaled_dot_product_attention", ""
+        )
 
 
 # ---------------------------------------------------------------- MQA / GQA
@@ -295,8 +304,7 @@ def test_gqa_with_masks():
     key_mask[1, 6:] = False
     allowed = torch.rand(2, 4, 9, 11, generator=g) > 0.3
     allowed[0, 3, 2] = False
-    out = grouped_query_attention(q, k, v, attn_mask=allowed, key_mask=key_mask, block_q=4,
-                                  block_k=4)
+    out = grouped_query_attention(q, k, v, attn_mask=allowed, key_mask=key_mask, block_q=4, block_k=4)
     both = allowed & key_mask[:, None, None, :]
     expected = reference(q, repeat_kv(k, 2), repeat_kv(v, 2), attn_mask=both)
     torch.testing.assert_close(out, expected, **F32)
@@ -327,8 +335,7 @@ def test_kv_cache_decoding_equals_full_causal(Hq, Hkv):
     # a prompt of 4 tokens at once, then one token at a time
     outs = [decode_step(q[:, :, :4], k[:, :, :4], v[:, :, :4], cache)]
     for t in range(4, T):
-        outs.append(decode_step(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1],
-                                cache))
+        outs.append(decode_step(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], cache))
     torch.testing.assert_close(torch.cat(outs, dim=2), full, **F32)
     assert len(cache) == T
     torch.testing.assert_close(cache.keys, k)
@@ -352,3 +359,143 @@ def test_kv_cache_memory_and_errors():
         kv_cache_bytes(1, 1, -1, 10, 4)
     with pytest.raises(ValueError):
         KVCache(batch=0, kv_heads=1, capacity=1, head_dim=1)
+
+
+# ---------------------------------------------------------------- issue 13: precision, edges
+
+
+def test_float16_accumulates_in_float32():
+    """70,000 zero keys: the running sum 70,000 overflows no float32 (it would fp16's 65504)."""
+    q = torch.zeros(1, 1, 2, 8, dtype=torch.float16)
+    k = torch.zeros(1, 1, 70_000, 8, dtype=torch.float16)
+    v = torch.ones(1, 1, 70_000, 4, dtype=torch.float16)
+    sdpa = F.scaled_dot_product_attention(q, k, v)
+    for block_k in (512, 70_000):
+        out = tiled_attention(q, k, v, block_k=block_k)
+        assert out.dtype == torch.float16
+        assert torch.all(out == 1.0)  # the exact answer (SDPA's own rounding gives 1.001)
+        torch.testing.assert_close(out, sdpa, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
+def test_low_precision_equals_sdpa(dtype, tol):
+    q, k, v = qkv(2, 3, 37, 16, S=45, dtype=dtype)
+    for kw in ({}, {"is_causal": True}):
+        out = tiled_attention(q, k, v, block_q=8, block_k=16, **kw)
+        assert out.dtype == dtype
+        torch.testing.assert_close(out, reference(q, k, v, **kw), atol=tol, rtol=tol)
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, **kw), atol=tol, rtol=tol)
+    # scaled logits far beyond float16's largest number (65504) are fine
+    big = torch.full((1, 1, 3, 8), 300.0, dtype=dtype)  # logits 8 * 300^2 / sqrt(8) > 65504
+    out = tiled_attention(big, big, v[:1, :1, :3], block_k=2)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, reference(big, big, v[:1, :1, :3]), atol=tol, rtol=tol)
+
+
+def test_low_precision_gqa_and_decode():
+    q, k, v = qkv(1, 4, 9, 8, dtype=torch.bfloat16)
+    out = grouped_query_attention(q, k[:, :2], v[:, :2], block_q=4, block_k=4)
+    expected = reference(q, repeat_kv(k[:, :2], 2), repeat_kv(v[:, :2], 2))
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected, atol=1.6e-2, rtol=1.6e-2)
+    cache = KVCache(batch=1, kv_heads=4, capacity=9, head_dim=8, dtype=torch.float16)
+    h = q.half(), k.half(), v.half()
+    out = decode_step(*h, cache)
+    torch.testing.assert_close(out, reference(*h, is_causal=True), atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("where", [0, 5, 11])  # the NaN key in the first, middle, last block
+def test_nan_propagates_like_torch_whatever_the_block(where):
+    q, k, v = qkv(1, 2, 6, 8, S=12)
+    k[0, 0, where, 3] = float("nan")  # every row of head 0 sees a NaN score
+    q[0, 1, 2, 0] = float("nan")  # one query row of head 1
+    ref = F.scaled_dot_product_attention(q, k, v)
+    for bk in (1, 4, 12):
+        out = tiled_attention(q, k, v, block_q=4, block_k=bk)
+        assert torch.equal(torch.isnan(out), torch.isnan(ref))
+        assert torch.isnan(out[0, 0]).all() and torch.isnan(out[0, 1, 2]).all()
+        torch.testing.assert_close(out[0, 1, :2], ref[0, 1, :2], **F32)
+
+
+@pytest.mark.parametrize("where", [0, 4, 7])
+def test_numpy_online_softmax_nan_whatever_the_block(where):
+    x = np.arange(8.0)
+    x[where] = np.nan
+    for block in (1, 3, 8):
+        w, states = online_softmax_numpy(x, block)
+        assert np.isnan(w).all() and np.isnan(states[-1].l)
+        out, _ = online_attention_row_numpy(np.ones(2), np.stack([x, x], 1), np.ones((8, 3)), block)
+        assert np.isnan(out).all()
+    m, l = online_softmax_update(-math.inf, 0.0, np.array([1.0, np.nan]))
+    assert math.isnan(m) and math.isnan(l)
+
+
+def test_empty_sequences_and_zero_embedding_like_torch():
+    q, k, v = qkv(2, 3, 5, 8, S=7)
+    for a, b, c in (
+        (q, k[..., :0, :], v[..., :0, :]),  # S = 0: zeros, as torch
+        (q[..., :0, :], k, v),  # L = 0: empty
+        (q[..., :0], k[..., :0], v),
+    ):  # E = 0: every key weighs the same
+        expected = F.scaled_dot_product_attention(a, b, c)
+        for fn in (tiled_attention, grouped_query_attention):
+            out = fn(a, b, c, block_q=2, block_k=3)
+            assert out.shape == expected.shape
+            torch.testing.assert_close(out, expected, **F32)
+    out = tiled_attention(q, k[..., :0, :], v[..., :0, :])
+    assert torch.all(out == 0)
+
+
+def test_decode_step_refused_call_leaves_the_cache_unchanged():
+    cache = KVCache(batch=1, kv_heads=2, capacity=8, head_dim=4)
+    q, k, v = qkv(1, 2, 3, 4)
+    decode_step(q, k, v, cache)
+    keys = cache.keys.clone()
+    bad_calls = [
+        ((q[..., :3], k[:, :, :1], v[:, :, :1]), ValueError),  # query E = 3, cache E = 4
+        ((q[:, :, :1].double(), k[:, :, :1].double(), v[:, :, :1].double()), TypeError),
+        ((q[:, :1, :1].expand(1, 3, 1, 4), k[:, :, :1], v[:, :, :1]), ValueError),  # Hq = 3
+        ((q[:, :, :1], k[:, :, :1], v[:, :, :1, :2]), ValueError),  # value dim 2, cache 4
+        ((q.repeat(1, 1, 3, 1), k.repeat(1, 1, 3, 1), v.repeat(1, 1, 3, 1)), ValueError),  # full
+    ]
+    for args, error in bad_calls:
+        with pytest.raises(error):
+            decode_step(*args, cache)
+        assert len(cache) == 3 and torch.equal(cache.keys, keys)
+
+
+def test_kv_cache_refuses_non_float_dtypes():
+    for dtype in (torch.int64, torch.bool, "float32"):
+        with pytest.raises(TypeError, match="dtype"):
+            KVCache(batch=1, kv_heads=1, capacity=2, head_dim=2, dtype=dtype)
+    assert KVCache(1, 1, 2, 2, dtype=torch.bfloat16).keys.dtype == torch.bfloat16
+
+
+def test_repeat_kv_refuses_zero_and_non_int():
+    x = torch.zeros(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="n_rep.*0"):
+        repeat_kv(x, 0)
+    with pytest.raises(ValueError, match="n_rep"):
+        repeat_kv(x, -1)
+    with pytest.raises(TypeError, match="n_rep"):
+        repeat_kv(x, 2.0)
+    assert repeat_kv(x, 3).shape == (1, 6, 3, 4)
+
+
+def test_the_online_softmax_update_exists_once(monkeypatch):
+    """tile_step and the tiled loop run the very same update function."""
+    import attnlib.efficient as eff
+
+    calls = []
+    original = eff._fold_tile
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("base2", False))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(eff, "_fold_tile", counting)
+    q, k, v = qkv(1, 1, 4, 8)
+    m, l = torch.full((1, 1, 4, 1), -math.inf), torch.zeros(1, 1, 4, 1)
+    eff.tile_step(m, l, torch.zeros(1, 1, 4, 8), q, k, v)
+    eff.tiled_attention(q, k, v, block_k=2)
+    assert calls == [False, True, True]
