@@ -1,0 +1,239 @@
+"""The class at a glance: report.html for a small graded class, checked as text and in Chromium.
+
+A class of chapter 00 (right answers, named mistakes, two renamed copies of one
+distinctive answer, an unreadable file) is graded once; the report is checked
+for its sections, its accessibility (alt text, headings, table headers), that it
+needs no network, and opened from disk in headless Chromium (Selenium and
+Debian's chromedriver, as tests/site/test_browser.py) with a screenshot in
+``test-artifacts/class-report/``. The browser part is skipped, saying why, where
+Chromium, chromedriver or Selenium is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from coursetools.grade import class_report, similarity
+from coursetools.grade.gradescope import grader_module
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
+import fake_class  # noqa: E402
+
+STEM = "00-how-to-use"
+SCREENSHOTS = ROOT / "test-artifacts" / "class-report"
+LOOP = '''def pairwise_dot(a, b):
+    """All dot products between rows."""
+    out = np.zeros(a.shape[:-1] + b.shape[-2:-1])
+    for i in range(a.shape[-2]):
+        for j in range(b.shape[-2]):
+            out[..., i, j] = (a[..., i, :] * b[..., j, :]).sum(-1)
+    return out
+'''
+LOOP_RENAMED = """def pairwise_dot(x, y):
+    # my own loop version
+    result = np.zeros(x.shape[:-1] + y.shape[-2:-1])
+    for row in range(x.shape[-2]):
+
+        for col in range(y.shape[-2]):   # every key
+            result[..., row, col] = (x[..., row, :] * y[..., col, :]).sum(-1)
+    return result
+"""
+LOOP_NEAR = LOOP.replace("    return out\n", "    out = out + 0.0\n    return out\n")
+
+
+# --------------------------------------------------------------------------- similarity alone
+
+
+def test_renaming_comments_and_layout_do_not_hide_a_copy():
+    assert similarity.normalise(LOOP) == similarity.normalise(LOOP_RENAMED)
+    assert similarity.normalise(LOOP) != similarity.normalise(LOOP.replace("* b", "+ b"))
+    assert similarity.normalise("def f(:\n") is None
+
+
+def test_pairs_are_flagged_but_never_the_common_short_or_starter_answer():
+    common = fake_class.CORRECT
+    answers = {f"s{i}": {"ex": common} for i in range(30)}  # the textbook answer, shared by many
+    answers["copy-a"] = {"ex": LOOP}
+    answers["copy-b"] = {"ex": LOOP_RENAMED}
+    answers["near"] = {"ex": LOOP_NEAR}
+    answers["other"] = {"ex": LOOP.replace("out[..., i, j] = ", "out[..., i, j] = 2 * ")}
+    answers["broken"] = {"ex": "def pairwise_dot(a, b:\n"}
+    answers["starter-1"] = {"ex": "def pairwise_dot(a, b):\n    raise NotImplementedError\n" + "#" * 50}
+    answers["starter-2"] = {"ex": "def pairwise_dot(x, y):\n    raise NotImplementedError\n"}
+    starters = {"ex": "def pairwise_dot(a, b):\n    raise NotImplementedError\n"}
+    flags = similarity.flag_pairs(answers, starters, min_tokens=20)
+    pairs = {(f.first, f.second): f.similarity for f in flags}
+    assert pairs[("copy-a", "copy-b")] == 1.0
+    assert 0.85 <= pairs[("copy-a", "near")] < 1.0
+    assert not [p for p in pairs if p[0].startswith("s") or p[1].startswith("s")]  # common answer
+    assert not [p for p in pairs if "starter" in p[0] or "broken" in p[0]]
+    # short answers are never flagged, even when identical
+    short = {"a": {"ex": common}, "b": {"ex": common}}
+    assert similarity.flag_pairs(short) == []
+
+
+# --------------------------------------------------------------------------- a graded class
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    batch, runner = grader_module("batch"), grader_module("runner")
+    base = tmp_path_factory.mktemp("class")
+    subs, out = base / "submissions", base / "grades"
+    subs.mkdir()
+    answers = {
+        "ada": fake_class.CORRECT,
+        "grace": fake_class.CORRECT,
+        "alan": fake_class.HEADER + "    return b @ np.swapaxes(a, -1, -2)\n",
+        "barbara": fake_class.HEADER + "    return a @ b.T\n",
+        "edsger": fake_class.HEADER + "    return a @ b.T\n",
+        "copy-one": LOOP,
+        "copy-two": LOOP_RENAMED,
+    }
+    for student, source in answers.items():
+        nbformat.write(fake_class._with_answer(source), subs / f"{student}.ipynb")
+    (subs / "broken.ipynb").write_bytes(b"not json")
+    settings = runner.Settings(out=out, timeout_total=60)
+    batch.grade(STEM, subs, out, 2, False, settings, quiet=True)
+    return class_report.write_report(out, STEM, ROOT / "exercises" / f"{STEM}.ipynb")
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _parse(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_the_report_shows_scores_statuses_mistakes_time_and_pairs(report):
+    text = " ".join(_parse(report).text)
+    for heading in ("Scores per exercise", "Statuses", "Most frequent named mistakes", "Grading time"):
+        assert heading in text
+    assert "8 submissions" in text and "unreadable" in text
+    assert "the result is transposed" in text or "transposed" in text  # alan's named mistake
+    assert "b.T swaps the batch axes too" in text  # barbara's and edsger's
+    row = re.search(r"b\.T swaps the batch axes too\s+2\b", text)
+    assert row, "the mistake is counted once per student: 2"
+    assert "copy-one" in text and "copy-two" in text and "identical" in text
+    assert "no grade is changed" in text
+    assert not re.search(r"\b(ada|grace)\b.*identical", text.split("Near-identical answers")[-1])
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_the_report_is_self_contained_and_accessible(report):
+    page = _parse(report)
+    raw = report.read_text(encoding="utf-8")
+    assert ("html", {"lang": "en"}) in page.tags
+    assert not [t for t, a in page.tags if t in ("script", "link", "iframe")]
+    for tag, attrs in page.tags:
+        for key in ("src", "href"):
+            value = attrs.get(key) or ""
+            assert not value.startswith(("http:", "https:", "//")), f"{tag} {key}={value[:60]}"
+    images = [a for t, a in page.tags if t == "img"]
+    assert len(images) == 3
+    assert all(
+        a["src"].startswith("data:image/svg+xml;base64,") and len(a.get("alt", "")) > 20 for a in images
+    )
+    headings = [t for t, _ in page.tags if re.fullmatch(r"h[1-6]", t)]
+    assert headings.count("h1") == 1 and headings.count("h2") == 5
+    assert all(a.get("scope") in ("col", "row") for t, a in page.tags if t == "th")
+    assert raw.count("<caption>") == raw.count("<table>")
+    assert "url(" not in raw and "@import" not in raw
+
+
+# --------------------------------------------------------------------------- in Chromium
+
+
+def _find(candidates, name):
+    for path in candidates:
+        if Path(path).is_file():
+            return path
+    return shutil.which(name)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = _find(("/usr/bin/chromium", "/usr/bin/chromium-browser"), "chromium")
+    chromedriver = _find(("/usr/bin/chromedriver",), "chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip(
+            "browser test skipped: Debian's Chromium and chromedriver are not installed "
+            f"(chromium: {chromium}, chromedriver: {chromedriver}); "
+            "install them with `apt-get install chromium chromium-driver`"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="browser test skipped: the selenium package is not installed in .venv"
+    )
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    profile = tempfile.mkdtemp(prefix="class-report-chromium-")
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_the_report_opens_from_disk_in_chromium(report, browser):
+    browser.get(report.resolve().as_uri())
+    assert browser.title == f"Class report: {STEM}"
+    images = browser.execute_script(
+        "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt.length]);"
+    )
+    assert len(images) == 3 and all(done and width > 0 and alt > 20 for done, width, alt in images), images
+    remote = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => !n.startsWith('data:') && !n.startsWith('file:'));"
+    )
+    assert remote == []
+    errors = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+    assert errors == []
+    height = browser.execute_script("return document.documentElement.scrollHeight;")
+    browser.set_window_size(1280, min(int(height) + 40, 16000))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / "report.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
