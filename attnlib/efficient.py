@@ -38,7 +38,9 @@ tile_step
     one tile of tiled attention (update of ``m``, ``l``, ``acc``)
 tiled_attention
     tiled attention with an online softmax, the drop-in for
-    ``torch.nn.functional.scaled_dot_product_attention``
+    ``torch.nn.functional.scaled_dot_product_attention``; differentiable, with
+    FlashAttention-2's backward (Dao 2023) that recomputes every tile from the
+    saved per-row log-sum-exp instead of storing the scores
 grouped_query_attention, repeat_kv
     multi-query and grouped-query attention
 KVCache, decode_step, kv_cache_bytes
