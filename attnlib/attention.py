@@ -1,16 +1,26 @@
-"""Scaled dot-product attention, written out so every step can be read."""
+"""Scaled dot-product attention, written out so every step can be read (chapters 3 and 5)."""
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
-from attnlib._validate import as_shape, check_attention, check_floating
+from attnlib._validate import as_shape, check_attention, check_flag, check_floating
 from attnlib.functional import _LOW_PRECISION, softmax
-from attnlib.masks import causal_mask
+from attnlib.masks import causal_mask, check_mask_tensor
 
 __all__ = ["scaled_dot_product_attention"]
+
+
+def check_scale(fn: str, scale: object) -> float | None:
+    """``scale`` is None or a real number (TypeError otherwise); returned as a float."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{fn}: scale must be a real number or None, got {type(scale).__name__}")
+    return float(scale)
 
 
 def scaled_dot_product_attention(
@@ -22,29 +32,60 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     return_weights: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q k^T * scale + mask) v, with the semantics of
-    `torch.nn.functional.scaled_dot_product_attention` (no dropout).
+    """``softmax(q k^T * scale + mask) v``, as ``torch.nn.functional.scaled_dot_product_attention``.
 
-    Args:
-        query: (..., L, E).
-        key: (..., S, E).
-        value: (..., S, Ev). Leading dimensions of the three broadcast.
-        attn_mask: None, bool broadcastable to (..., L, S) with True = may
-            attend, or float broadcastable to (..., L, S) added to the scores.
-        is_causal: also forbid key j > query i (top-left aligned when L != S,
-            as torch does); combined with `attn_mask` when both are given.
-        scale: multiplier of the scores; None means 1/sqrt(E).
-        return_weights: also return the attention weights.
+    There is no dropout. float16 and bfloat16 inputs are computed in float32
+    and the result is cast back.
 
-    Returns:
-        output (..., L, Ev), and with `return_weights` the tuple
-        `(output, weights)` with weights (..., L, S). A query row that may
-        attend to nothing gets zero weights and a zero output.
+    Parameters
+    ----------
+    query : torch.Tensor
+        (..., L, E), floating.
+    key : torch.Tensor
+        (..., S, E), the dtype of ``query``.
+    value : torch.Tensor
+        (..., S, Ev), the dtype of ``query``. Leading dimensions of the three broadcast.
+    attn_mask : torch.Tensor, optional
+        bool broadcastable to (..., L, S) with True = may attend, or float
+        broadcastable to (..., L, S) added to the scores.
+    is_causal : bool
+        Also forbid key j > query i (top-left aligned when L != S, as torch
+        does); combined with ``attn_mask`` when both are given (torch refuses
+        the pair).
+    scale : float, optional
+        Multiplier of the scores; None means ``1/sqrt(E)`` (1 when E = 0).
+    return_weights : bool
+        Also return the attention weights.
 
-    Raises:
-        TypeError: non-floating inputs.
-        ValueError: dtype mismatch, rank < 2, E or S mismatch, batch dimensions
-            that do not broadcast, a mask that does not broadcast to (..., L, S).
+    Returns
+    -------
+    torch.Tensor or tuple of torch.Tensor
+        output (..., L, Ev), and with ``return_weights`` the tuple
+        ``(output, weights)`` with weights (..., L, S), in the dtype of
+        ``query``. A query row that may attend to nothing gets zero weights
+        and a zero output; S = 0 gives a zero output, L = 0 an empty one.
+
+    Raises
+    ------
+    TypeError
+        Inputs that are not floating tensors or differ in dtype; a mask that
+        is not a bool/float tensor; a non-bool ``is_causal``/``return_weights``.
+    ValueError
+        Rank < 2, E or S mismatch, batch dimensions that do not broadcast, a
+        mask that does not broadcast to (..., L, S).
+
+    Examples
+    --------
+    >>> q = torch.tensor([[1.0, 0.0]])              # (L=1, E=2)
+    >>> k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # (S=2, E=2)
+    >>> v = torch.tensor([[1.0], [3.0]])            # (S=2, Ev=1)
+    >>> out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    >>> w
+    tensor([[0.6698, 0.3302]])
+    >>> out
+    tensor([[1.6605]])
+    >>> scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor([[False, False]]))
+    tensor([[0.]])
     """
     fn = "scaled_dot_product_attention"
     tensors = {"query": query, "key": key, "value": value}
@@ -52,19 +93,21 @@ def scaled_dot_product_attention(
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
     check_floating(fn, [(n, str(t.dtype), t.is_floating_point()) for n, t in tensors.items()])
+    if attn_mask is not None:
+        check_mask_tensor(fn, "attn_mask", attn_mask)
+    is_causal = check_flag(fn, "is_causal", is_causal)
+    return_weights = check_flag(fn, "return_weights", return_weights)
+    scale = check_scale(fn, scale)
     mask_shape = None if attn_mask is None else as_shape(attn_mask.shape)
     _, L, S = check_attention(fn, query.shape, key.shape, value.shape, mask_shape)
-    if attn_mask is not None and not (
-        attn_mask.dtype == torch.bool or attn_mask.is_floating_point()
-    ):
-        raise TypeError(f"{fn}: attn_mask must be bool or floating, got dtype {attn_mask.dtype}")
 
     out_dtype = query.dtype
     if out_dtype in _LOW_PRECISION:
         # half precision overflows in q k^T long before softmax sees it
         query, key, value = query.float(), key.float(), value.float()
+    E = query.shape[-1]
     if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0  # E = 0: every score is 0 anyway
 
     scores = (query @ key.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
     if is_causal:

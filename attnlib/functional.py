@@ -1,28 +1,36 @@
-"""Numerically stable softmax family.
+"""Numerically stable softmax family (chapter 4 builds it; chapter 5 adds masks).
 
-Every function subtracts the row maximum before `exp`, so logits of 1e4 never
+Every function subtracts the row maximum before ``exp``, so logits of 1e4 never
 overflow, and computes float16/bfloat16 inputs in float32 (casting the result
-back), because half precision cannot even hold `exp(11)`.
+back), because half precision cannot even hold ``exp(12)``.
 
-Policy for a row whose entries are all `-inf` (a fully masked query row): its
-softmax weights are all zero, never NaN; `logsumexp` of it is `-inf` and its
-`log_softmax` is `-inf` everywhere. Gradients stay finite in both cases.
+Policy for a row whose entries are all ``-inf`` (a fully masked query row): its
+softmax weights are all zero, never NaN; ``logsumexp`` of it is ``-inf`` and its
+``log_softmax`` is ``-inf`` everywhere. Gradients stay finite in both cases.
+(``torch.softmax`` returns NaN there: see the page "attnlib and PyTorch".)
+Everything else follows torch: a NaN anywhere in a row makes the whole softmax
+row NaN and its ``logsumexp`` NaN; a ``+inf`` entry makes the softmax row NaN and
+the ``logsumexp`` ``+inf``. An empty row (size 0 along ``dim``) gives an empty
+softmax and a ``logsumexp`` of ``-inf`` (the log of an empty sum).
 """
 
 from __future__ import annotations
 
 import torch
 
-from attnlib._validate import as_shape, check_mask
+from attnlib._validate import as_shape, check_dim, check_mask
+from attnlib.masks import check_mask_tensor
+
+__all__ = ["log_softmax", "logsumexp", "masked_softmax", "softmax"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _check_float(fn: str, x: torch.Tensor) -> None:
+def _check_float(fn: str, name: str, x: object) -> None:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: expected a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
-        raise TypeError(f"{fn}: x must be a floating point tensor, got dtype {x.dtype}")
+        raise TypeError(f"{fn}: {name} must be a floating point tensor, got dtype {x.dtype}")
 
 
 def _upcast(x: torch.Tensor) -> torch.Tensor:
@@ -31,93 +39,203 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
 
 
 def _shifted_exp(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Return `(max, exp(x - max), sum)` along `dim`, all keeping `dim`.
+    """Return ``(max, exp(x - max), sum)`` along a non-empty ``dim``, all keeping ``dim``.
 
     The max is detached: softmax is shift invariant, so the shift carries no
-    gradient, and an all `-inf` row gets the shift 0 instead of `-inf`, which
-    would turn `x - max` into `-inf - (-inf) = NaN`.
+    gradient. An all ``-inf`` row gets the shift 0 instead of ``-inf``, which
+    would turn ``x - max`` into ``-inf - (-inf) = NaN``. A NaN or ``+inf``
+    maximum is kept, so that the row becomes NaN exactly as in torch.
     """
     m = x.detach().amax(dim=dim, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    m = m.masked_fill(m == float("-inf"), 0.0)
     e = torch.exp(x - m)
     return m, e, e.sum(dim=dim, keepdim=True)
 
 
+def _nonzero(s: torch.Tensor) -> torch.Tensor:
+    """``s`` with zeros replaced by 1 (NaN stays NaN, so it propagates)."""
+    return s.masked_fill(s == 0, 1.0)
+
+
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax of `x` along `dim`.
+    """Softmax of ``x`` along ``dim``.
 
-    Args:
-        x: floating tensor of any shape; `-inf` entries are allowed.
-        dim: the dimension that sums to one.
+    Parameters
+    ----------
+    x : torch.Tensor
+        Floating tensor of any shape (float16, bfloat16, float32, float64);
+        ``-inf`` entries are allowed and get weight 0.
+    dim : int
+        The dimension that sums to one.
 
-    Returns:
-        Tensor of the shape and dtype of `x`. Slices along `dim` sum to 1, except
-        slices that are entirely `-inf`, which are all zeros.
+    Returns
+    -------
+    torch.Tensor
+        Shape and dtype of ``x``. Slices along ``dim`` sum to 1, except slices
+        that are entirely ``-inf``, which are all zeros. A slice holding NaN or
+        ``+inf`` is all NaN, as in ``torch.softmax``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating tensor, or ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> softmax(torch.tensor([0.0, 0.0, float("-inf")]))
+    tensor([0.5000, 0.5000, 0.0000])
+    >>> softmax(torch.tensor([float("-inf"), float("-inf")]))  # fully masked: zeros
+    tensor([0., 0.])
     """
-    _check_float("softmax", x)
+    _check_float("softmax", "x", x)
+    dim = check_dim("softmax", dim, x.dim())
+    if x.dim() > 0 and x.shape[dim] == 0:
+        return x.clone()
     xf = _upcast(x)
     _, e, s = _shifted_exp(xf, dim)
     # an all -inf slice has s == 0 and e == 0; dividing by 1 keeps it at zero
-    out = e / torch.where(s > 0, s, torch.ones_like(s))
+    out = e / _nonzero(s)
     return out.to(x.dtype)
 
 
 def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Log of `softmax(x, dim)`, computed without forming the softmax.
+    """Log of ``softmax(x, dim)``, computed without forming the softmax.
 
-    Returns:
-        Tensor of the shape and dtype of `x`; an all `-inf` slice gives `-inf`
-        everywhere (the log of its all-zero weights) rather than NaN.
+    Parameters
+    ----------
+    x : torch.Tensor
+        Floating tensor of any shape.
+    dim : int
+        The dimension over which the probabilities sum to one.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape and dtype of ``x``; an all ``-inf`` slice gives ``-inf``
+        everywhere (the log of its all-zero weights) rather than NaN; a slice
+        holding NaN or ``+inf`` is all NaN, as in torch.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating tensor, or ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> log_softmax(torch.tensor([0.0, 0.0]))
+    tensor([-0.6931, -0.6931])
     """
-    _check_float("log_softmax", x)
+    _check_float("log_softmax", "x", x)
+    dim = check_dim("log_softmax", dim, x.dim())
+    if x.dim() > 0 and x.shape[dim] == 0:
+        return x.clone()
     xf = _upcast(x)
     m, _, s = _shifted_exp(xf, dim)
-    out = xf - m - torch.log(torch.where(s > 0, s, torch.ones_like(s)))
+    out = xf - m - torch.log(_nonzero(s))
     return out.to(x.dtype)
 
 
 def logsumexp(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
-    """`log(sum(exp(x), dim))` without overflow.
+    """``log(sum(exp(x), dim))`` without overflow.
 
-    Returns:
-        `x` reduced along `dim` (kept with size 1 if `keepdim`), dtype of `x`;
-        `-inf` for an all `-inf` slice.
+    Parameters
+    ----------
+    x : torch.Tensor
+        Floating tensor of any shape.
+    dim : int
+        The dimension to reduce.
+    keepdim : bool
+        Keep ``dim`` with size 1.
+
+    Returns
+    -------
+    torch.Tensor
+        ``x`` reduced along ``dim``, dtype of ``x``: ``-inf`` for an all ``-inf``
+        or empty slice, NaN for a slice holding NaN, ``+inf`` for a slice
+        holding ``+inf`` (all as ``torch.logsumexp``).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating tensor, ``dim`` is not an int or ``keepdim`` not a bool.
+    ValueError
+        ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> logsumexp(torch.tensor([100.0, 100.0]))  # exp(100) overflows float32; this does not
+    tensor(100.6931)
+    >>> logsumexp(torch.tensor([float("nan"), 1.0]))
+    tensor(nan)
     """
-    _check_float("logsumexp", x)
+    fn = "logsumexp"
+    _check_float(fn, "x", x)
+    dim = check_dim(fn, dim, x.dim())
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
     xf = _upcast(x)
-    m, _, s = _shifted_exp(xf, dim)
-    positive = s > 0
-    # log of a guarded sum keeps the gradient finite; the -inf is put back after
-    out = m + torch.log(torch.where(positive, s, torch.ones_like(s)))
-    out = out.masked_fill(~positive, float("-inf"))
-    if not keepdim:
+    if x.dim() > 0 and x.shape[dim] == 0:
+        shape = list(x.shape)
+        shape[dim] = 1
+        out = torch.full(shape, float("-inf"), dtype=xf.dtype, device=x.device)
+    else:
+        m = xf.detach().amax(dim=dim, keepdim=True)
+        # torch's choice: any infinite maximum is shifted by 0, so +inf stays +inf
+        m = m.masked_fill(m.isinf(), 0.0)
+        s = torch.exp(xf - m).sum(dim=dim, keepdim=True)
+        # log of a guarded sum keeps the gradient finite; the -inf is put back after
+        out = (m + torch.log(_nonzero(s))).masked_fill(s == 0, float("-inf"))
+    if not keepdim and x.dim() > 0:
         out = out.squeeze(dim)
     return out.to(x.dtype)
 
 
-def masked_softmax(
-    scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1
-) -> torch.Tensor:
-    """Softmax of `scores` along `dim`, ignoring masked-out entries.
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1) -> torch.Tensor:
+    """Softmax of ``scores`` along ``dim``, ignoring masked-out entries.
 
-    Args:
-        scores: floating tensor, typically (..., L, S).
-        mask: None, a bool tensor broadcastable to `scores` (True = may attend),
-            or a float tensor broadcastable to `scores` that is added to it.
-        dim: the dimension that sums to one.
+    Parameters
+    ----------
+    scores : torch.Tensor
+        Floating tensor, typically (..., L, S).
+    mask : torch.Tensor, optional
+        bool tensor broadcastable to ``scores`` (True = may attend), or a
+        float tensor broadcastable to ``scores`` that is added to it.
+    dim : int
+        The dimension that sums to one.
 
-    Returns:
-        Weights of the shape and dtype of `scores`. Masked entries are exactly
-        0; a slice with every entry masked is all zeros (no NaN).
+    Returns
+    -------
+    torch.Tensor
+        Weights of the shape and dtype of ``scores``. Masked entries are
+        exactly 0; a slice with every entry masked is all zeros (no NaN).
+
+    Raises
+    ------
+    TypeError
+        ``scores`` is not a floating tensor, or ``mask`` is not a bool or
+        floating tensor (e.g. a Python list).
+    ValueError
+        ``mask`` does not broadcast to ``scores`` or ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> scores = torch.tensor([[1.0, 2.0, 3.0]])
+    >>> masked_softmax(scores, torch.tensor([True, True, False]))
+    tensor([[0.2689, 0.7311, 0.0000]])
     """
-    _check_float("masked_softmax", scores)
+    fn = "masked_softmax"
+    _check_float(fn, "scores", scores)
+    check_dim(fn, dim, scores.dim())
     if mask is None:
         return softmax(scores, dim)
-    check_mask("masked_softmax", "mask", as_shape(mask.shape), as_shape(scores.shape))
+    check_mask_tensor(fn, "mask", mask)
+    check_mask(fn, "mask", as_shape(mask.shape), as_shape(scores.shape))
     if mask.dtype == torch.bool:
         scores = scores.masked_fill(~mask, float("-inf"))
-    elif mask.is_floating_point():
-        scores = scores + mask.to(scores.dtype)
     else:
-        raise TypeError(f"masked_softmax: mask must be bool or floating, got dtype {mask.dtype}")
+        scores = scores + mask.to(scores.dtype)
     return softmax(scores, dim)

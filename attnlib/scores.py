@@ -1,7 +1,8 @@
-"""Alignment score functions: how much each query position looks at each key.
+"""Alignment score functions: how much each query position looks at each key (chapters 2 and 3).
 
 All take query (..., L, E_q) and key (..., S, E_k) and return scores
-(..., L, S); leading dimensions broadcast as in `torch.matmul`.
+(..., L, S); leading dimensions broadcast as in ``torch.matmul``. float16 and
+bfloat16 inputs are computed in float32 and the scores cast back.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 import torch
 
 from attnlib._validate import as_shape, broadcast_batch, check_floating, check_query_key
+from attnlib.attention import check_scale
+from attnlib.functional import _upcast
 
 __all__ = [
     "additive_scores",
@@ -29,53 +32,109 @@ def _check_tensors(fn: str, **tensors: torch.Tensor) -> None:
 
 
 def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """Dot-product scores q_i . k_j (Luong "dot").
+    """Dot-product scores ``q_i . k_j`` (Luong "dot").
 
-    Args:
-        query: (..., L, E).
-        key: (..., S, E).
+    Parameters
+    ----------
+    query : torch.Tensor
+        (..., L, E), floating.
+    key : torch.Tensor
+        (..., S, E), the dtype of ``query``.
 
-    Returns:
-        (..., L, S) scores.
+    Returns
+    -------
+    torch.Tensor
+        (..., L, S) scores, dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-tensor or non-floating inputs, or different dtypes.
+    ValueError
+        Rank < 2, different E, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> dot_scores(torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 4.0], [1.0, 0.0]]))
+    tensor([[11.,  1.]])
     """
     _check_tensors("dot_scores", query=query, key=key)
     check_query_key("dot_scores", query.shape, key.shape)
-    return query @ key.transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    out = _upcast(query) @ _upcast(key).transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    return out.to(query.dtype)
 
 
-def scaled_dot_scores(
-    query: torch.Tensor, key: torch.Tensor, scale: float | None = None
-) -> torch.Tensor:
-    """Scaled dot-product scores (q_i . k_j) * scale, scale defaulting to 1/sqrt(E).
+def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """Scaled dot-product scores ``(q_i . k_j) * scale``, scale defaulting to ``1/sqrt(E)``.
 
-    The 1/sqrt(E) keeps the score variance near 1 for unit-variance inputs, so
-    the softmax does not saturate as E grows.
+    The ``1/sqrt(E)`` keeps the score variance near 1 for unit-variance inputs,
+    so the softmax does not saturate as E grows.
 
-    Args:
-        query: (..., L, E).
-        key: (..., S, E).
-        scale: multiplier of the dot products; None means 1/sqrt(E).
+    Parameters
+    ----------
+    query : torch.Tensor
+        (..., L, E), floating.
+    key : torch.Tensor
+        (..., S, E), the dtype of ``query``.
+    scale : float, optional
+        Multiplier of the dot products; None means ``1/sqrt(E)`` (1 when E = 0).
 
-    Returns:
-        (..., L, S) scores.
+    Returns
+    -------
+    torch.Tensor
+        (..., L, S) scores, dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-tensor or non-floating inputs, different dtypes, a non-number ``scale``.
+    ValueError
+        Rank < 2, different E, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> scaled_dot_scores(torch.tensor([[1.0, 1.0, 1.0, 1.0]]), torch.ones(1, 4))
+    tensor([[2.]])
     """
-    _check_tensors("scaled_dot_scores", query=query, key=key)
-    check_query_key("scaled_dot_scores", query.shape, key.shape)
+    fn = "scaled_dot_scores"
+    _check_tensors(fn, query=query, key=key)
+    check_query_key(fn, query.shape, key.shape)
+    scale = check_scale(fn, scale)
+    E = query.shape[-1]
     if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
-    return (query @ key.transpose(-2, -1)) * scale  # (..., L, S)
+        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0
+    out = (_upcast(query) @ _upcast(key).transpose(-2, -1)) * scale  # (..., L, S)
+    return out.to(query.dtype)
 
 
 def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Bilinear (Luong "general") scores q_i^T W k_j.
+    """Bilinear (Luong "general") scores ``q_i^T W k_j``.
 
-    Args:
-        query: (..., L, E_q).
-        key: (..., S, E_k).
-        weight: (E_q, E_k).
+    Parameters
+    ----------
+    query : torch.Tensor
+        (..., L, E_q), floating.
+    key : torch.Tensor
+        (..., S, E_k), the dtype of ``query``.
+    weight : torch.Tensor
+        (E_q, E_k), the dtype of ``query``.
 
-    Returns:
-        (..., L, S) scores.
+    Returns
+    -------
+    torch.Tensor
+        (..., L, S) scores, dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-tensor or non-floating inputs, or different dtypes.
+    ValueError
+        Rank < 2, ``weight`` not (E_q, E_k), or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> general_scores(torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0]]), torch.tensor([[1.0], [1.0]]))
+    tensor([[3.]])
     """
     fn = "general_scores"
     _check_tensors(fn, query=query, key=key, weight=weight)
@@ -88,29 +147,48 @@ def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor)
             f"query {q_shape} and key {k_shape}, got {w_shape}"
         )
     broadcast_batch(fn, query=q_shape, key=k_shape)
-    projected = query @ weight  # (..., L, E_q) @ (E_q, E_k) -> (..., L, E_k)
-    return projected @ key.transpose(-2, -1)  # (..., L, S)
+    projected = _upcast(query) @ _upcast(weight)  # (..., L, E_q) @ (E_q, E_k) -> (..., L, E_k)
+    return (projected @ _upcast(key).transpose(-2, -1)).to(query.dtype)  # (..., L, S)
 
 
 def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Cosine similarity between every query and every key.
 
-    Each vector is divided by max(||v||, eps), as `F.cosine_similarity` does, so
-    a zero vector scores 0 instead of NaN.
+    Each vector is divided by ``max(||v||, eps)``, as ``F.cosine_similarity``
+    does, so a zero vector scores 0 instead of NaN.
 
-    Args:
-        query: (..., L, E).
-        key: (..., S, E).
-        eps: lower bound of the norms.
+    Parameters
+    ----------
+    query : torch.Tensor
+        (..., L, E), floating.
+    key : torch.Tensor
+        (..., S, E), the dtype of ``query``.
+    eps : float
+        Lower bound of the norms.
 
-    Returns:
-        (..., L, S) scores in [-1, 1].
+    Returns
+    -------
+    torch.Tensor
+        (..., L, S) scores in [-1, 1], dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-tensor or non-floating inputs, or different dtypes.
+    ValueError
+        Rank < 2, different E, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> cosine_scores(torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 0.0], [0.0, 3.0], [0.0, 0.0]]))
+    tensor([[1., 0., 0.]])
     """
     _check_tensors("cosine_scores", query=query, key=key)
     check_query_key("cosine_scores", query.shape, key.shape)
+    query, key, dtype = _upcast(query), _upcast(key), query.dtype
     q = query / query.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., L, E)
     k = key / key.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., S, E)
-    return q @ k.transpose(-2, -1)  # (..., L, S)
+    return (q @ k.transpose(-2, -1)).to(dtype)  # (..., L, S)
 
 
 def additive_scores(
@@ -120,17 +198,38 @@ def additive_scores(
     w_key: torch.Tensor,
     v: torch.Tensor,
 ) -> torch.Tensor:
-    """Additive (Bahdanau) scores v^T tanh(W_q q_i + W_k k_j).
+    """Additive (Bahdanau) scores ``v^T tanh(W_q q_i + W_k k_j)``.
 
-    Args:
-        query: (..., L, E_q).
-        key: (..., S, E_k).
-        w_query: (H, E_q), the layout of `nn.Linear(E_q, H).weight`.
-        w_key: (H, E_k).
-        v: (H,).
+    Parameters
+    ----------
+    query : torch.Tensor
+        (..., L, E_q), floating.
+    key : torch.Tensor
+        (..., S, E_k).
+    w_query : torch.Tensor
+        (H, E_q), the layout of ``nn.Linear(E_q, H).weight``.
+    w_key : torch.Tensor
+        (H, E_k).
+    v : torch.Tensor
+        (H,). All five share one floating dtype.
 
-    Returns:
-        (..., L, S) scores.
+    Returns
+    -------
+    torch.Tensor
+        (..., L, S) scores, dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-tensor or non-floating inputs, or different dtypes.
+    ValueError
+        Rank < 2, weights whose shapes do not fit, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> q, k = torch.zeros(1, 2), torch.zeros(3, 2)
+    >>> additive_scores(q, k, torch.ones(4, 2), torch.ones(4, 2), torch.ones(4))
+    tensor([[0., 0., 0.]])
     """
     fn = "additive_scores"
     _check_tensors(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
@@ -148,8 +247,9 @@ def additive_scores(
                 f"key {k_shape} and v {as_shape(v.shape)}, got {as_shape(w.shape)}"
             )
     broadcast_batch(fn, query=q_shape, key=k_shape)
-    q = query @ w_query.T  # (..., L, H)
-    k = key @ w_key.T  # (..., S, H)
+    dtype = query.dtype
+    q = _upcast(query) @ _upcast(w_query).T  # (..., L, H)
+    k = _upcast(key) @ _upcast(w_key).T  # (..., S, H)
     # every query meets every key: (..., L, 1, H) + (..., 1, S, H) -> (..., L, S, H)
     hidden = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))
-    return hidden @ v  # (..., L, S)
+    return (hidden @ _upcast(v)).to(dtype)  # (..., L, S)

@@ -169,7 +169,7 @@ def test_returns_tensor_without_weights():
             TypeError,
             "query.*int64",
         ),
-        ((randn(3, 4), randn(5, 4).float(), randn(5, 2)), {}, ValueError, "float64.*float32"),
+        ((randn(3, 4), randn(5, 4).float(), randn(5, 2)), {}, TypeError, "float64.*float32"),
         (
             (randn(3, 4), randn(5, 4), randn(5, 2)),
             {"attn_mask": torch.ones(3, 5, dtype=torch.long)},

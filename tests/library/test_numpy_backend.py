@@ -150,7 +150,7 @@ def test_errors_identical_to_torch_backend():
     assert "(3, 4)" in msg and "(2, 3, 5)" in msg
     with pytest.raises(TypeError, match="int64"):
         sdpa_np(np.ones((3, 4), dtype=np.int64), rand(5, 4, seed=0), rand(5, 2, seed=0))
-    with pytest.raises(ValueError, match="float64.*float32"):
+    with pytest.raises(TypeError, match="float64.*float32"):
         sdpa_np(rand(3, 4, seed=0), rand(5, 4, seed=0).astype(np.float32), rand(5, 2, seed=0))
     msg = _same_error(
         lambda: anp.padding_mask([1, 5], max_len=3),

@@ -105,7 +105,7 @@ def test_errors_name_shapes():
             fn(q, randn(3, 5, 4))
         with pytest.raises(TypeError, match="int64"):
             fn(torch.ones(3, 4, dtype=torch.long), randn(5, 4))
-        with pytest.raises(ValueError, match="float32"):
+        with pytest.raises(TypeError, match="float32"):
             fn(q.float(), randn(2, 5, 4))
     with pytest.raises(ValueError, match=r"\(4, 6\).*\(6, 4\)"):
         general_scores(q, k, randn(6, 4))
