@@ -24,6 +24,12 @@ register(
             Case("3 vectors against 4 vectors of size 2", lambda: _inputs((3, 2), (4, 2), 0)),
             Case("square: 3 against 3 of size 5", lambda: _inputs((3, 5), (3, 5), 1)),
             Case("a batch of 2: (2, 3, 4) against (2, 6, 4)", lambda: _inputs((2, 3, 4), (2, 6, 4), 2)),
+            Case("one vector against 5", lambda: _inputs((1, 3), (5, 3), 4)),
+            Case(
+                "hidden: square batch (2, 4, 4) against (2, 4, 4)",
+                lambda: _inputs((2, 4, 4), (2, 4, 4), 5),
+                hidden=True,
+            ),
             Case(
                 "hidden: batch and heads (2, 3, 5, 4) against (2, 3, 7, 4)",
                 lambda: _inputs((2, 3, 5, 4), (2, 3, 7, 4), 3),
@@ -43,7 +49,18 @@ register(
                 lambda a, b: a @ b.T,
                 "for batched arrays transpose only the last two axes: np.swapaxes(b, -1, -2).",
             ),
+            Misconception(
+                "an elementwise product instead of all pairs (only a[i] . b[i])",
+                lambda a, b: (a * b).sum(axis=-1),
+                "a * b pairs row i of a with row i of b only; the answer pairs every row of a with "
+                "every row of b: a matrix product.",
+            ),
         ],
-        hint="a has shape (..., n, d) and b (..., m, d); the answer has shape (..., n, m).",
+        hints=(
+            "every entry (i, j) is one dot product, a[i] . b[j]: all of them at once is one matrix product.",
+            "a has shape (..., n, d) and b (..., m, d); the answer has shape (..., n, m), so b must be "
+            "turned to (..., d, m) first.",
+            "a @ np.swapaxes(b, -1, -2), which transposes only the last two axes.",
+        ),
     )
 )

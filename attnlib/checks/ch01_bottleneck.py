@@ -34,6 +34,11 @@ def _run_all(embedding, gru, src):
     return gru(embedding(src))  # outputs (B, S, H), h_n (L, B, H)
 
 
+def _state_one_past_the_end(embedding, gru, src, lengths):
+    outputs = _run_all(embedding, gru, src)[0]  # (B, S, H)
+    return outputs[torch.arange(src.shape[0]), lengths]  # position lengths[b]: one too far
+
+
 def _bottom_layer_state(embedding, gru, src, lengths):
     x = embedding(src)  # (B, S, E)
     packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
@@ -89,11 +94,23 @@ register(
                 _bottom_layer_state,
                 "h_n has one row per layer, the bottom layer first: the context is h_n[-1].",
             ),
+            Misconception(
+                "off by one: the state at position lengths[b], one past the last real token",
+                _state_one_past_the_end,
+                "positions count from 0: the last real token of a sequence of length n sits at n - 1.",
+            ),
         ],
         rtol=1e-5,
         atol=1e-6,
-        hint="run the GRU over embedding(src) and keep, for each sequence b, its state after "
-        "position lengths[b] - 1 in the top layer; the result has shape (B, H).",
+        forbidden=("attnlib.chapters.seq2seq.final_state_context",),
+        hints=(
+            "the context is the encoder's state after it has read the last *real* token of each "
+            "sequence; padding comes after it and must not change it.",
+            "either pack the padded batch (nn.utils.rnn.pack_padded_sequence) so the GRU stops at "
+            "each length, or pick each row's output at its own last position.",
+            "with packing, the top layer's row of h_n is the answer, shape (B, H); without, "
+            "outputs[b, lengths[b] - 1].",
+        ),
     )
 )
 
@@ -135,6 +152,13 @@ register(
                 ),
             ),
             Case(
+                "hidden: the model stops early (PAD before the target's EOS)",
+                lambda: _acc_inputs(
+                    [[4, 5, 0, 0, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]], _TGT
+                ),
+                hidden=True,
+            ),
+            Case(
                 "hidden: 3 sequences of different lengths",
                 lambda: _acc_inputs(
                     [[3, 4, E, 9, 9], [5, 6, 7, 8, E], [12, E, 0, 0, 0]],
@@ -161,11 +185,29 @@ register(
                 "ignore the positions where the target is PAD: what a model writes after its EOS "
                 "does not count against it.",
             ),
+            Misconception(
+                "the number of right rows instead of their share",
+                lambda p, t: ((p == t) | (t == PAD)).all(dim=1).sum(),
+                "divide the count of right rows by the number of rows: the accuracy is a share in [0, 1].",
+            ),
+            Misconception(
+                "the prediction's PAD positions ignored instead of the target's",
+                lambda p, t: ((p == t) | (p == PAD)).all(dim=1).double().mean(),
+                "a model that stops early writes PAD where the target still has tokens: only the "
+                "target's PAD positions are free.",
+            ),
         ],
         rtol=1e-9,
         atol=1e-9,
-        hint="a row is right when pred == tgt at every position where tgt != PAD; "
-        "return the share of right rows.",
+        forbidden=("attnlib.chapters.seq2seq.exact_match",),
+        hints=(
+            "one wrong token makes the whole sequence wrong; the accuracy is the share of sequences "
+            "that are entirely right.",
+            "only the positions where the *target* is not PAD count: what comes after the target's "
+            "end does not.",
+            "a row is right when (pred == tgt) | (tgt == PAD) holds at every position (.all(dim=1)); "
+            "return the mean of that as a float.",
+        ),
     )
 )
 
@@ -206,6 +248,11 @@ def _no_pad_after_eos(model, src, max_len):
         token = logits.argmax(-1)
         out.append(token)
     return torch.cat(out, dim=1)
+
+
+def _eos_replaced_too(model, src, max_len):
+    tokens = greedy_decode_loop(model, src, max_len)
+    return tokens.masked_fill(tokens == EOS, PAD)
 
 
 def _fresh_state_every_step(model, src, max_len):
@@ -249,9 +296,22 @@ register(
                 _no_pad_after_eos,
                 "after a row's first EOS, write PAD in every later position of that row.",
             ),
+            Misconception(
+                "the EOS itself replaced by PAD",
+                _eos_replaced_too,
+                "keep the first EOS of each row: only the positions after it become PAD.",
+            ),
         ],
         rtol=0,
         atol=0,
-        hint="encode once; then max_len times: decode one token, take the argmax, feed it back.",
+        forbidden=(".greedy_decode",),
+        hints=(
+            "greedy decoding feeds each step's most likely token back in as the next input, "
+            "carrying the decoder's state along.",
+            "encode once; start from BOS and the encoder's context; every step gives logits and a "
+            "new hidden state to keep.",
+            "max_len times: logits, hidden = model.decode(None, context, token, hidden=hidden); "
+            "token = logits.argmax(-1); afterwards PAD every position after a row's first EOS.",
+        ),
     )
 )

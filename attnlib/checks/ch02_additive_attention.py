@@ -5,6 +5,7 @@ import torch
 
 from attnlib import numpy as anp
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import SOFTMAX_IMPLEMENTATIONS
 from attnlib.modules import AdditiveAttention
 
 # --------------------------------------------------------------------------- ex-02-1: scores
@@ -69,9 +70,25 @@ register(
                 lambda s, H, W, U, v: np.tanh((H @ U.T + W @ s) @ v),
                 "v reduces the A-vector tanh(W s + U h) to one number: tanh first, then v.",
             ),
+            Misconception(
+                "U applied without transposing (H @ U instead of H @ U.T)",
+                lambda s, H, W, U, v: np.tanh(W @ s + H @ U) @ v,
+                "U has shape (A, D_h) and maps one h_j to U @ h_j; for all rows of H at once that is "
+                "H @ U.T, shape (S, A).",
+            ),
         ],
-        hint="project the state once, W @ s_prev: (A,); the encoder states at once, H @ U.T: (S, A); "
-        "add (broadcasting), tanh, then @ v: (S,).",
+        forbidden=(
+            "attnlib.numpy.additive_scores",
+            "attnlib.scores.additive_scores",
+            "attnlib.additive_scores",
+        ),
+        hints=(
+            "the score of position j compares the decoder state with h_j through one small "
+            "hidden layer: project both to A numbers, add, squash, reduce to one number.",
+            "W @ s_prev is (A,) and the same for every j; the encoder states can be projected all at "
+            "once to (S, A); broadcasting adds the two.",
+            "e = tanh(H @ U.T + W @ s_prev) @ v, shape (S,).",
+        ),
     )
 )
 
@@ -86,6 +103,17 @@ def alignment_weights(scores: np.ndarray):
 def _naive_softmax(e):
     with np.errstate(over="ignore", invalid="ignore"):
         return np.exp(e) / np.exp(e).sum(axis=-1, keepdims=True)
+
+
+def _global_max_softmax(e):
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = np.exp(e - e.max())
+        return x / x.sum(axis=-1, keepdims=True)
+
+
+def _no_keepdims_softmax(e):
+    x = np.exp(e - e.max(axis=-1, keepdims=True))
+    return x / x.sum(axis=-1)
 
 
 def _weight_inputs(shape, seed, scale=1.0):
@@ -105,6 +133,11 @@ register(
                 lambda: (np.array([[1000.0, 1001.0, 999.0], [5.0, 800.0, 801.0]]),),
             ),
             Case("hidden: 6 steps, 6 positions", lambda: _weight_inputs((6, 6), 3, scale=3.0), hidden=True),
+            Case(
+                "hidden: two rows 1000 apart",
+                lambda: (np.array([[1000.0, 1001.5, 999.0, 998.0], [0.5, 2.0, 1.0, -1.0]]),),
+                hidden=True,
+            ),
         ],
         misconceptions=[
             Misconception(
@@ -129,8 +162,27 @@ register(
                 "subtract each row's maximum before exp: softmax(e) = softmax(e - max e), "
                 "and exp(1000) overflows.",
             ),
+            Misconception(
+                "the global maximum subtracted instead of each row's maximum",
+                _global_max_softmax,
+                "a row far below the largest score of the whole array underflows to all zeros (0/0): "
+                "subtract each row's own maximum (axis=-1, keepdims=True).",
+            ),
+            Misconception(
+                "the sum taken without keepdims (divides along the wrong axis)",
+                _no_keepdims_softmax,
+                "e.sum(axis=-1) has shape (T,), which broadcasts against the columns, not the rows: "
+                "keep the axis with keepdims=True, shape (T, 1).",
+            ),
         ],
-        hint="w_ij = exp(e_ij) / sum_k exp(e_ik), along the last axis, after subtracting the row maximum.",
+        forbidden=SOFTMAX_IMPLEMENTATIONS,
+        hints=(
+            "each decoder step distributes one unit of attention over the source positions: the "
+            "weights of a row are positive and sum to 1 (a softmax along the last axis).",
+            "exp of a score of 1000 overflows; the softmax does not change when the same number is "
+            "subtracted from a whole row, so subtract the row's maximum first.",
+            "w = exp(e - m) / sum(exp(e - m), axis=-1, keepdims=True), m = e.max(axis=-1, keepdims=True).",
+        ),
     )
 )
 
@@ -175,8 +227,18 @@ register(
                 lambda w, H: w.T @ H,
                 "row i of the weights belongs to decoder step i: weights (T, S) @ H (S, D_h).",
             ),
+            Misconception(
+                "the weighted states summed over the decoder steps instead of the source positions",
+                lambda w, H: (w[:, :, None] * H[None, :, :]).sum(axis=0),
+                "c_i sums over the source positions j (axis 1 of the weights), one context per step i.",
+            ),
         ],
-        hint="c_i = sum_j w_ij h_j for every step i at once is one matrix product: weights @ H.",
+        hints=(
+            "the context of step i is a weighted average of the encoder states, with that step's "
+            "attention weights.",
+            "c_i = sum_j w_ij h_j: the sum runs over the source positions j, once for every step i.",
+            "all steps at once: weights (T, S) @ H (S, D_h) -> (T, D_h).",
+        ),
     )
 )
 
@@ -259,6 +321,11 @@ register(
                 lambda: _module_inputs(2, 3, 2, 2, 4, [3, 3], 2),
             ),
             Case(
+                "hidden: batch of 2, one source position",
+                lambda: _module_inputs(2, 1, 3, 4, 5, [1, 1], 4),
+                hidden=True,
+            ),
+            Case(
                 "hidden: batch of 4, lengths 6, 2, 4, 1",
                 lambda: _module_inputs(4, 6, 5, 3, 7, [6, 2, 4, 1], 3),
                 hidden=True,
@@ -295,7 +362,21 @@ register(
         ],
         rtol=1e-6,
         atol=1e-8,
-        hint="scores (B, S) = tanh(W s[:, None, :] + U h) @ v; -inf where key_mask is False; softmax "
-        "over the last axis; context = sum_j w_j h_j: (B, D_h). Return (context, weights).",
+        forbidden=(
+            "module()",
+            ".forward",
+            "attnlib.modules.AdditiveAttention",
+            "attnlib.AdditiveAttention",
+            "attnlib.scores.additive_scores",
+            "attnlib.additive_scores",
+        ),
+        hints=(
+            "the same three steps as before (scores, weights, context), now for a batch at once, and "
+            "padded source positions must get weight 0.",
+            "the module holds W (w_query), U (w_key) and v as Linear weights; a blocked score must "
+            "lose the softmax completely, whatever the other scores are.",
+            "scores (B, S) = tanh(W s[:, None, :] + U h) @ v; -inf where key_mask is False; softmax "
+            "over the last axis; context = sum_j w_j h_j: (B, D_h). Return (context, weights).",
+        ),
     )
 )

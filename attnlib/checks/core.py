@@ -85,7 +85,12 @@ class Exercise:
         cases: the inputs to try; at least one visible.
         misconceptions: wrong variants recognised from their outputs.
         rtol, atol: tolerances of :func:`numpy.allclose` on every output array.
-        hint: a general hint shown when a case fails and no misconception matches.
+        hint: a general hint shown when a case fails and no misconception matches
+            (the first tier of ``hints`` when those are given).
+        hints: tiered hints: the first names the idea, later ones come closer,
+            only the last may show the formula; none prints the answer. The
+            notebook's :func:`check` shows one more tier after each failed
+            check; the grader's feedback shows the first.
         compare: optional replacement for :func:`compare_outputs`.
         forbidden: calls that already implement what the exercise asks for
             (dotted names, see :func:`attnlib.checks.forbidden.find_forbidden`);
@@ -102,8 +107,11 @@ class Exercise:
     hint: str = ""
     compare: Callable[[Any, Any, Exercise], tuple[bool, str]] | None = None
     forbidden: Sequence[str] = ()
+    hints: Sequence[str] = ()
 
     def __post_init__(self) -> None:
+        if self.hints and not self.hint:
+            self.hint = self.hints[0]
         if not self.cases or all(c.hidden for c in self.cases):
             raise ValueError(f"exercise {self.id!r} needs at least one visible case")
         names = [c.name for c in self.cases]
@@ -112,6 +120,10 @@ class Exercise:
 
     def visible_cases(self) -> list[Case]:
         return [c for c in self.cases if not c.hidden]
+
+    def hint_tiers(self) -> tuple[str, ...]:
+        """The tiered hints (``hints``, or the single ``hint``)."""
+        return tuple(self.hints) or ((self.hint,) if self.hint else ())
 
 
 # --------------------------------------------------------------------------- registry
@@ -447,6 +459,8 @@ class CheckResult:
 
     exercise: str
     cases: list[CaseResult] = field(default_factory=list)
+    hints: tuple[str, ...] = ()
+    shown_hints: int = 1
 
     @property
     def fraction(self) -> float:
@@ -470,11 +484,17 @@ class CheckResult:
                 line += f": {c.message}"
                 if c.misconception:
                     line += f"\n         looks like: {c.misconception}"
-                if c.hint:
+                if c.hint and (c.misconception or not self.hints):
                     line += f"\n         hint: {c.hint}"
             lines.append(line)
         if passed == len(self.cases):
             lines.append("  All cases pass. Well done!")
+        elif self.hints:
+            shown = max(1, min(self.shown_hints, len(self.hints)))
+            for i, text in enumerate(self.hints[:shown], start=1):
+                lines.append(f"  hint {i}/{len(self.hints)}: {text}")
+            if shown < len(self.hints):
+                lines.append("  (run the check again after a change to see the next hint)")
         return "\n".join(lines)
 
 
@@ -590,8 +610,8 @@ def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, so
     from attnlib.checks.forbidden import find_forbidden, forbidden_in_function
 
     exercise = get_exercise(exercise_id)
-    if not exercise.forbidden:
-        return []
+    if not exercise.forbidden or (func is exercise.reference and source is None):
+        return []  # the reference is attnlib's own implementation
     found: set[str] = set()
     if source is not None:
         found |= set(find_forbidden(source, exercise.forbidden))
@@ -636,7 +656,7 @@ def evaluate(
     found = forbidden_calls(exercise_id, func, source)
     if found:
         return forbidden_result(exercise, found, include_hidden)
-    result = CheckResult(exercise_id)
+    result = CheckResult(exercise_id, hints=exercise.hint_tiers())
     cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
     for case in cases:
         try:
@@ -651,14 +671,22 @@ def evaluate(
     return result
 
 
+_FAILED_CHECKS: dict[str, int] = {}
+
+
 def check(exercise_id: str, func: Callable[..., Any]) -> None:
     """Run the visible cases of an exercise on ``func`` and print specific feedback.
 
     A function that still raises the stub's ``NotImplementedError`` prints
     "not attempted yet" instead of raising, so an exercise notebook runs from
-    top to bottom before it is done.
+    top to bottom before it is done. Each failed check of the same exercise
+    shows one more tier of its hints.
     """
     if not callable(func):
         print(f"{exercise_id}: expected a function, got {type(func).__name__}")
         return
-    print(evaluate(exercise_id, func).report())
+    result = evaluate(exercise_id, func)
+    if result.attempted and result.fraction < 1.0:
+        _FAILED_CHECKS[exercise_id] = _FAILED_CHECKS.get(exercise_id, 0) + 1
+        result.shown_hints = _FAILED_CHECKS[exercise_id]
+    print(result.report())

@@ -19,9 +19,10 @@ A forbidden entry is a dotted name (``"torch.softmax"``); the name of a
 module forbids everything in it (``"attnlib.checks"``); an entry starting with
 a dot (``".softmax"``) forbids that attribute on any object, e.g. the tensor
 method ``x.softmax(-1)``; an entry ending in ``()`` (``"module()"``) forbids
-calling that name while still allowing its attributes (``module.w_query``). Names that are already imported are also compared
-by identity, so ``attnlib.attention.scaled_dot_product_attention`` is caught
-when ``attnlib.scaled_dot_product_attention`` is forbidden.
+calling that name while still allowing its attributes (``module.w_query``).
+Names that are already imported are also compared by identity, so
+``attnlib.attention.scaled_dot_product_attention`` is caught when
+``attnlib.scaled_dot_product_attention`` is forbidden.
 
 A notebook defines its imports in earlier cells, so a few conventional
 aliases are assumed when the source does not bind them itself: ``F`` is
@@ -38,7 +39,55 @@ import textwrap
 import types
 from collections.abc import Callable, Iterable
 
-__all__ = ["find_forbidden", "forbidden_in_function", "function_source"]
+__all__ = [
+    "ATTENTION_IMPLEMENTATIONS",
+    "LOGSUMEXP_IMPLEMENTATIONS",
+    "SCALED_SCORE_IMPLEMENTATIONS",
+    "SOFTMAX_IMPLEMENTATIONS",
+    "find_forbidden",
+    "forbidden_in_function",
+    "function_source",
+]
+
+# Calls that already implement what an exercise asks for, shared by the chapters' checks.
+SOFTMAX_IMPLEMENTATIONS = (
+    "attnlib.numpy.softmax",
+    "attnlib.functional.softmax",
+    "attnlib.softmax",
+    "attnlib.functional.masked_softmax",
+    "attnlib.masked_softmax",
+    "scipy.special.softmax",
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    ".softmax",
+)
+LOGSUMEXP_IMPLEMENTATIONS = (
+    "attnlib.numpy.logsumexp",
+    "attnlib.functional.logsumexp",
+    "attnlib.logsumexp",
+    "scipy.special.logsumexp",
+    "torch.logsumexp",
+    "torch.special.logsumexp",
+    ".logsumexp",
+)
+SCALED_SCORE_IMPLEMENTATIONS = (
+    "attnlib.numpy.scaled_dot_scores",
+    "attnlib.scores.scaled_dot_scores",
+    "attnlib.scaled_dot_scores",
+)
+ATTENTION_IMPLEMENTATIONS = (
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch.nn.functional.multi_head_attention_forward",
+    "torch.nn.MultiheadAttention",
+    "attnlib.scaled_dot_product_attention",
+    "attnlib.attention.scaled_dot_product_attention",
+    "attnlib.numpy.scaled_dot_product_attention",
+    "attnlib.modules.MultiHeadAttention",
+    "attnlib.MultiHeadAttention",
+    "attnlib.efficient.tiled_attention",
+    "attnlib.efficient.grouped_query_attention",
+)
 
 DEFAULT_ALIASES = {
     "F": "torch.nn.functional",
