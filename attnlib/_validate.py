@@ -30,9 +30,7 @@ def broadcast_shapes(*shapes: Sequence[int], what: str = "shapes") -> Shape:
         sizes = {s[axis] for s in shapes if len(s) >= -axis and s[axis] != 1}
         if len(sizes) > 1:
             listed = ", ".join(str(s) for s in shapes)
-            raise ValueError(
-                f"{what} {listed} do not broadcast (axis {axis} has sizes {sorted(sizes)})"
-            )
+            raise ValueError(f"{what} {listed} do not broadcast (axis {axis} has sizes {sorted(sizes)})")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -137,9 +135,7 @@ def check_length(fn: str, name: str, value: object) -> int:
     return int(value)
 
 
-def check_lengths(
-    fn: str, lengths: Sequence[object], max_len: object = None
-) -> tuple[list[int], int]:
+def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) -> tuple[list[int], int]:
     """Validate per-sequence lengths; return `(lengths as ints, max_len)`.
 
     Raises ValueError naming the offending values: non-integers, negatives, or
