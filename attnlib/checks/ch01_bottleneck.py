@@ -8,11 +8,16 @@ from attnlib.chapters.seq2seq import (
     EOS,
     PAD,
     Seq2SeqGRU,
-    _after_eos_to_pad,
     exact_match,
     final_state_context,
 )
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.core import Case, Exercise, Misconception, register, reset_parameters
+
+
+def _after_eos_to_pad(tokens: torch.Tensor) -> torch.Tensor:
+    """PAD in every position after a row's first EOS: (B, T) -> (B, T)."""
+    is_eos = (tokens == EOS).long()
+    return tokens.masked_fill(is_eos.cumsum(dim=1) - is_eos > 0, PAD)
 
 
 def context_vector(embedding: nn.Embedding, gru: nn.GRU, src: torch.Tensor, lengths: torch.Tensor):
@@ -21,9 +26,9 @@ def context_vector(embedding: nn.Embedding, gru: nn.GRU, src: torch.Tensor, leng
 
 
 def _encoder_inputs(rows, hidden=5, layers=1, seed=0):
-    torch.manual_seed(seed)
-    embedding = nn.Embedding(13, 4, padding_idx=PAD)
-    gru = nn.GRU(4, hidden, num_layers=layers, batch_first=True)
+    g = torch.Generator().manual_seed(seed)  # private: never torch's global generator
+    embedding = reset_parameters(nn.Embedding(13, 4, padding_idx=PAD), g)
+    gru = reset_parameters(nn.GRU(4, hidden, num_layers=layers, batch_first=True), g)
     width = max(len(r) for r in rows)
     src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
     lengths = torch.tensor([len(r) for r in rows])
@@ -221,8 +226,7 @@ def greedy_decode_loop(model, src: torch.Tensor, max_len: int):
 
 
 def _decode_inputs(seed, batch, length, max_len, eos_bias):
-    torch.manual_seed(seed)
-    model = Seq2SeqGRU(13, 6, 8).eval()
+    model = reset_parameters(Seq2SeqGRU(13, 6, 8), torch.Generator().manual_seed(seed)).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(3.0)  # larger weights: livelier outputs from an untrained model

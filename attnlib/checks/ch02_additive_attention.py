@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from attnlib import numpy as anp
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.core import Case, Exercise, Misconception, register, reset_parameters
 from attnlib.checks.forbidden import SOFTMAX_IMPLEMENTATIONS
 from attnlib.modules import AdditiveAttention
 
@@ -254,10 +254,10 @@ def additive_attention_forward(module: AdditiveAttention, query, keys, key_mask)
 
 
 def _module_inputs(b, s, d_s, d_h, a, lengths, seed):
-    torch.manual_seed(seed)
-    module = AdditiveAttention(d_s, d_h, a).double()
-    query = torch.randn(b, d_s, dtype=torch.float64)
-    keys = torch.randn(b, s, d_h, dtype=torch.float64)
+    g = torch.Generator().manual_seed(seed)  # private: never torch's global generator
+    module = reset_parameters(AdditiveAttention(d_s, d_h, a).double(), g)
+    query = torch.randn(b, d_s, dtype=torch.float64, generator=g)
+    keys = torch.randn(b, s, d_h, dtype=torch.float64, generator=g)
     key_mask = torch.arange(s)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
     return module, query, keys, key_mask
 

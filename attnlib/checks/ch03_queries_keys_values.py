@@ -6,6 +6,11 @@ import numpy as np
 
 from attnlib import numpy as anp
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import (
+    ATTENTION_IMPLEMENTATIONS,
+    SCALED_SCORE_IMPLEMENTATIONS,
+    SOFTMAX_IMPLEMENTATIONS,
+)
 
 # --------------------------------------------------------------------------- references
 
@@ -94,6 +99,27 @@ def _softmax_cols(s):
     return anp.softmax(s, dim=-2)
 
 
+def _softmax_no_keepdims(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1)  # (..., L, S) / (..., L): broadcasts against the wrong axis
+
+
+def _softmax_no_shift(s):
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(s)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _large_scores():
+    # scores in the hundreds: exp overflows without the max subtraction
+    return (np.array([[800.0, 801.5, 799.0], [0.5, -1.0, 2.0], [-3.0, 710.0, 712.0]]),)
+
+
+def _qkv_large(L, S, d_k, d_v, seed):
+    q, k, v = _qkv(L, S, d_k, d_v, seed)
+    return q * 20.0, k * 20.0, v  # scores of a few hundred
+
+
 def _t(a):
     return np.swapaxes(a, -1, -2)
 
@@ -107,6 +133,11 @@ register(
             Case("the worked example: 4 words, 3x3 weights from seed 42", _worked_example),
             Case("5 tokens, d_model=4 -> d_k=3, d_v=2", lambda: _projections((5, 4), 3, 2, 0)),
             Case("a batch: x (2, 5, 4)", lambda: _projections((2, 5, 4), 3, 3, 1)),
+            Case(
+                "hidden: one token, x (1, 4) -> d_k=2, d_v=3",
+                lambda: _projections((1, 4), 2, 3, 3),
+                hidden=True,
+            ),
             Case(
                 "hidden: x (2, 3, 6, 8) -> d_k=4, d_v=5",
                 lambda: _projections((2, 3, 6, 8), 4, 5, 2),
@@ -131,7 +162,13 @@ register(
                 "each of Q, K and V has its own learned projection.",
             ),
         ],
-        hint="Q = x W_Q, K = x W_K, V = x W_V; x has shape (..., L, d_model).",
+        hints=(
+            "each token's embedding is mapped three times, by three different learned matrices, "
+            "into a query, a key and a value.",
+            "x is (..., L, d_model) and each weight is (d_model, d_out): a row vector times the matrix "
+            "gives d_out numbers, for every token at once.",
+            "Q = x @ W_Q, K = x @ W_K, V = x @ W_V; return them in that order.",
+        ),
     )
 )
 
@@ -145,6 +182,7 @@ register(
             Case("6 tokens, d_model=4, d_k=2", lambda: _scores_inputs((6, 4), 2, 3)),
             Case("a batch: x (2, 4, 6), d_k=3", lambda: _scores_inputs((2, 4, 6), 3, 4)),
             Case("hidden: x (3, 5, 8), d_k=4", lambda: _scores_inputs((3, 5, 8), 4, 5), hidden=True),
+            Case("hidden: one token, d_model=6, d_k=4", lambda: _scores_inputs((1, 6), 4, 6), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -175,7 +213,14 @@ register(
                 "row i belongs to query i: put Q on the left, Q @ K^T.",
             ),
         ],
-        hint="Q = x W_Q, K = x W_K, scores = Q K^T / sqrt(d_k), shape (..., L, L).",
+        forbidden=SCALED_SCORE_IMPLEMENTATIONS,
+        hints=(
+            "score (i, j) says how well query i matches key j: their dot product, scaled so that it "
+            "does not grow with the vector size.",
+            "all dot products at once are one matrix product of the queries with the keys turned on "
+            "their side; the scale uses d_k, the size of one query/key vector.",
+            "scores = Q @ swapaxes(K, -1, -2) / sqrt(d_k), with Q = x @ W_Q and K = x @ W_K.",
+        ),
     )
 )
 
@@ -189,6 +234,8 @@ register(
             Case("square 4 x 4", lambda: _random((4, 4), 7, 2.0)),
             Case("a batch (2, 3, 5)", lambda: _random((2, 3, 5), 8, 2.0)),
             Case("hidden: (2, 2, 3, 6)", lambda: _random((2, 2, 3, 6), 9, 3.0), hidden=True),
+            Case("hidden: large scores (in the hundreds)", _large_scores, hidden=True),
+            Case("hidden: one key per row (3, 1)", lambda: _random((3, 1), 10, 2.0), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -199,7 +246,7 @@ register(
             ),
             Misconception(
                 "normalised over the whole array",
-                lambda s: np.exp(s) / np.exp(s).sum(),
+                lambda s: np.exp(s - s.max()) / np.exp(s - s.max()).sum(),
                 "sum along the last axis only, with keepdims=True, so that every row sums to 1.",
             ),
             Misconception(
@@ -207,8 +254,27 @@ register(
                 lambda s: s / s.sum(axis=-1, keepdims=True),
                 "softmax is exp(s) / sum(exp(s)); without exp weights can be negative.",
             ),
+            Misconception(
+                "the row sums taken without keepdims (divides along the wrong axis)",
+                _softmax_no_keepdims,
+                "sum(axis=-1) drops the axis, so the division lines the sums up with the columns: "
+                "use keepdims=True, shape (..., L, 1).",
+            ),
+            Misconception(
+                "no max subtraction (exp overflows for large scores)",
+                _softmax_no_shift,
+                "exp(800) is inf, and inf / inf is NaN: subtract each row's maximum first; the softmax "
+                "does not change.",
+            ),
         ],
-        hint="w[..., i, j] = exp(s[..., i, j]) / sum_j' exp(s[..., i, j']); every row sums to 1.",
+        forbidden=SOFTMAX_IMPLEMENTATIONS,
+        hints=(
+            "each query's weights over the keys are positive and sum to 1: a softmax of every row "
+            "(the last axis).",
+            "exponentiate, then divide each row by its own sum; keep the summed axis so that the "
+            "division lines up with the rows, and subtract the row maximum first so exp cannot overflow.",
+            "w = exp(s - m) / sum(exp(s - m), axis=-1, keepdims=True), m = s.max(axis=-1, keepdims=True).",
+        ),
     )
 )
 
@@ -223,6 +289,12 @@ register(
             Case("a batch of 2: 3 queries, 3 keys, d_k=2, d_v=5", lambda: _qkv(3, 3, 2, 5, 11, (2,))),
             Case(
                 "hidden: (2, 2) batch, 4 queries, 6 keys", lambda: _qkv(4, 6, 8, 3, 12, (2, 2)), hidden=True
+            ),
+            Case("hidden: one query, one key", lambda: _qkv(1, 1, 4, 2, 13), hidden=True),
+            Case(
+                "hidden: large scores (hundreds), 3 queries, 5 keys",
+                lambda: _qkv_large(3, 5, 4, 2, 14),
+                hidden=True,
             ),
         ],
         misconceptions=[
@@ -246,7 +318,19 @@ register(
                 lambda q, k, v: _t(anp.softmax(q @ _t(k) / math.sqrt(q.shape[-1]), dim=-1)) @ v,
                 "output row i is sum_j w_ij v_j: weights (L, S) @ values (S, d_v).",
             ),
+            Misconception(
+                "no max subtraction (exp overflows for large scores)",
+                lambda q, k, v: _softmax_no_shift(q @ _t(k) / math.sqrt(q.shape[-1])) @ v,
+                "scores of several hundred overflow exp: subtract each row's maximum before exp.",
+            ),
         ],
-        hint="softmax(Q K^T / sqrt(d_k), along the keys) @ V, shape (..., L, d_v).",
+        forbidden=ATTENTION_IMPLEMENTATIONS,
+        hints=(
+            "each output row is a weighted average of the values; the weights come from how well the "
+            "query matches each key.",
+            "scores (..., L, S) from queries and keys, scaled by 1/sqrt(d_k); a stable softmax over the "
+            "keys (the last axis); then weights times values.",
+            "softmax(Q @ swapaxes(K, -1, -2) / sqrt(d_k), axis=-1) @ V, shape (..., L, d_v).",
+        ),
     )
 )

@@ -6,6 +6,12 @@ import numpy as np
 
 from attnlib import numpy as anp
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import (
+    ATTENTION_IMPLEMENTATIONS,
+    LOGSUMEXP_IMPLEMENTATIONS,
+    SCALED_SCORE_IMPLEMENTATIONS,
+    SOFTMAX_IMPLEMENTATIONS,
+)
 
 # --------------------------------------------------------------------------- references
 
@@ -63,6 +69,22 @@ def _softmax_wrong_axis(x):
 def _softmax_global_max(x):
     e = np.exp(x - x.max())
     return e / e.sum(axis=-1, keepdims=True)
+
+
+@_quiet
+def _softmax_max_no_keepdims(x):
+    e = np.exp(x - x.max(axis=-1))  # (..., S) - (...,): lines the maxima up with the wrong axis
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@_quiet
+def _lse_keepdims(x):
+    m = x.max(axis=-1, keepdims=True)
+    return m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True))  # (..., 1)
+
+
+def _masked_entries():
+    return (np.array([[2.0, -np.inf, 0.5, 1.0], [-np.inf, -np.inf, 3.0, -1.0]]),)
 
 
 @_quiet
@@ -137,6 +159,13 @@ register(
                 hidden=True,
             ),
             Case("hidden: logits near -900 (4, 6)", lambda: _logits((4, 6), 2, 2.0, -900.0), hidden=True),
+            Case(
+                "hidden: square (3, 3), rows 1000 apart",
+                lambda: (np.array([[1000.0, 999.0, 1001.0], [0.0, 1.0, -1.0], [2.0, 0.5, 1.0]]),),
+                hidden=True,
+            ),
+            Case("hidden: one logit per row (3, 1)", lambda: _logits((3, 1), 3, 5.0, 300.0), hidden=True),
+            Case("hidden: masked entries (-inf)", _masked_entries, hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -156,8 +185,21 @@ register(
                 "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
                 "each row's own maximum, x.max(axis=-1, keepdims=True).",
             ),
+            Misconception(
+                "the row maximum taken without keepdims (subtracted along the wrong axis)",
+                _softmax_max_no_keepdims,
+                "x.max(axis=-1) has shape (...,) and lines up with the last axis, not with the rows: "
+                "keep the axis, x.max(axis=-1, keepdims=True), shape (..., 1).",
+            ),
         ],
-        hint="w = exp(x - m) / sum(exp(x - m)) with m the maximum of each row (axis=-1, keepdims=True).",
+        forbidden=SOFTMAX_IMPLEMENTATIONS,
+        hints=(
+            "the softmax does not change when the same number is subtracted from every entry of a "
+            "row; choose that number so that exp can neither overflow nor underflow to all zeros.",
+            "subtract each row's own maximum (not the maximum of the whole array), keeping the axis so "
+            "that it lines up with the rows; then exponentiate and divide by the row sums.",
+            "m = x.max(axis=-1, keepdims=True); e = exp(x - m); return e / e.sum(axis=-1, keepdims=True).",
+        ),
     )
 )
 
@@ -173,6 +215,8 @@ register(
             Case(
                 "hidden: a batch (2, 2, 7) near -750", lambda: _logits((2, 2, 7), 4, 4.0, -750.0), hidden=True
             ),
+            Case("hidden: one logit per row (3, 1)", lambda: _logits((3, 1), 5, 5.0, 300.0), hidden=True),
+            Case("hidden: masked entries (-inf)", _masked_entries, hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -191,8 +235,21 @@ register(
                 "a row far below the global maximum underflows to log(0) = -inf: use each row's own "
                 "maximum, x.max(axis=-1, keepdims=True).",
             ),
+            Misconception(
+                "the summed axis kept (keepdims=True left on the result)",
+                _lse_keepdims,
+                "log-sum-exp reduces the last axis: the result has shape x.shape[:-1]; drop the kept "
+                "axis at the end ([..., 0] or squeeze(-1)).",
+            ),
         ],
-        hint="reduce the last axis: the result has shape x.shape[:-1]; m + log(sum(exp(x - m))).",
+        forbidden=LOGSUMEXP_IMPLEMENTATIONS,
+        hints=(
+            "log(sum(exp(x))) overflows for large x; pull a constant out of the exponentials first "
+            "and add it back outside the log.",
+            "with m the maximum of each row, log(sum(exp(x))) = m + log(sum(exp(x - m))); the result "
+            "has one number per row, shape x.shape[:-1].",
+            "m = x.max(axis=-1, keepdims=True); (m + log(exp(x - m).sum(axis=-1, keepdims=True)))[..., 0].",
+        ),
     )
 )
 
@@ -206,6 +263,7 @@ register(
             Case("4 queries, 4 keys, d_k=16", lambda: _qk(4, 4, 16, 6)),
             Case("a batch of 2: 3 queries, 5 keys, d_k=9", lambda: _qk(3, 5, 9, 7, (2,))),
             Case("hidden: (2, 4) batch and heads, d_k=64", lambda: _qk(5, 6, 64, 8, (2, 4)), hidden=True),
+            Case("hidden: one query, 3 keys, d_k=25", lambda: _qk(1, 3, 25, 9), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -229,7 +287,13 @@ register(
                 "row i belongs to query i: Q @ K^T, shape (..., L, S).",
             ),
         ],
-        hint="q @ np.swapaxes(k, -1, -2) / sqrt(q.shape[-1]), shape (..., L, S).",
+        forbidden=SCALED_SCORE_IMPLEMENTATIONS,
+        hints=(
+            "the dot product of two random vectors of size d_k has variance d_k; divide it by its "
+            "standard deviation so the scores keep unit variance whatever d_k is.",
+            "d_k is the size of one query (the last axis of q), not the number of keys nor of queries.",
+            "q @ np.swapaxes(k, -1, -2) / sqrt(q.shape[-1]), shape (..., L, S).",
+        ),
     )
 )
 
@@ -243,6 +307,7 @@ register(
             Case("6 tokens, d_model=8, d_k=2", lambda: _x_wq_wk((6, 8), 2, 9)),
             Case("large inputs: scores in the thousands", lambda: _x_wq_wk((4, 6), 3, 10, 40.0)),
             Case("hidden: a batch (2, 5, 12), d_k=4", lambda: _x_wq_wk((2, 5, 12), 4, 11, 3.0), hidden=True),
+            Case("hidden: one token, d_model=4, d_k=2", lambda: _x_wq_wk((1, 4), 2, 12, 40.0), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -269,6 +334,14 @@ register(
                 "each query's weights sum to 1 over the keys: softmax along the last axis.",
             ),
         ],
-        hint="Q = x W_Q, K = x W_K, weights = stable softmax of Q K^T / sqrt(d_k) along the last axis.",
+        forbidden=SOFTMAX_IMPLEMENTATIONS + SCALED_SCORE_IMPLEMENTATIONS + ATTENTION_IMPLEMENTATIONS,
+        hints=(
+            "the two earlier exercises together: scaled scores of the projected tokens, then a "
+            "softmax that cannot overflow.",
+            "project with W_Q and W_K, scale by the size of one query/key vector (W_Q.shape[-1]), and "
+            "normalise every row over the keys after subtracting its maximum.",
+            "Q = x W_Q, K = x W_K; s = Q K^T / sqrt(d_k); weights = exp(s - m) / sum(exp(s - m)) along "
+            "the last axis, m the row maximum.",
+        ),
     )
 )

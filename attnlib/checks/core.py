@@ -45,6 +45,7 @@ __all__ = [
     "judge_case",
     "judge_error",
     "register",
+    "reset_parameters",
     "run_case",
     "to_arrays",
 ]
@@ -180,6 +181,37 @@ def all_exercises() -> dict[str, Exercise]:
     """Every registered exercise, by id."""
     _discover()
     return dict(sorted(_REGISTRY.items()))
+
+
+def reset_parameters(module: Any, generator: Any) -> Any:
+    """Draw every parameter of a torch module from ``generator`` (never the global RNG); returns the module.
+
+    A case that builds a model must not depend on, nor change, torch's global
+    random state (the grader runs cases in concurrent threads). Embeddings get
+    N(0, 1) (their padding row zero), recurrent and linear layers
+    U(-1/sqrt(n), 1/sqrt(n)) with n the hidden size or the input size, as
+    torch's own initialisation; anything else N(0, 0.1^2).
+    """
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for sub in module.modules():
+            for p in sub.parameters(recurse=False):
+                if isinstance(sub, nn.Embedding):
+                    p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype))
+                    if sub.padding_idx is not None:
+                        p[sub.padding_idx].zero_()
+                    continue
+                if isinstance(sub, nn.RNNBase):
+                    bound = sub.hidden_size**-0.5
+                elif isinstance(sub, nn.Linear):
+                    bound = sub.in_features**-0.5
+                else:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
+                    continue
+                p.copy_((torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound)
+    return module
 
 
 # --------------------------------------------------------------------------- outputs
@@ -645,15 +677,17 @@ def evaluate(
     func: Callable[..., Any],
     include_hidden: bool = False,
     source: str | None = None,
+    apply_forbidden: bool = True,
 ) -> CheckResult:
     """Run ``func`` on the exercise's cases (visible only, unless ``include_hidden``) and judge each.
 
     An answer that uses one of the exercise's forbidden calls (read from
     ``source`` when given, and from ``func``'s own source) fails every case
-    with a message naming the call: it scores 0.
+    with a message naming the call: it scores 0. ``apply_forbidden=False``
+    judges the outputs only (the tests of the checks' own misconceptions use it).
     """
     exercise = get_exercise(exercise_id)
-    found = forbidden_calls(exercise_id, func, source)
+    found = forbidden_calls(exercise_id, func, source) if apply_forbidden else []
     if found:
         return forbidden_result(exercise, found, include_hidden)
     result = CheckResult(exercise_id, hints=exercise.hint_tiers())

@@ -80,7 +80,7 @@ def test_reference_passes_every_case_and_misconceptions_are_recognised(exercise)
     assert result.fraction == 1.0, result.report()
     assert any(c.hidden for c in exercise.cases), f"{exercise.id} has no hidden case for grading"
     for mis in exercise.misconceptions:
-        verdict = evaluate(exercise.id, mis.wrong, include_hidden=True)
+        verdict = evaluate(exercise.id, mis.wrong, include_hidden=True, apply_forbidden=False)
         assert verdict.fraction < 1.0, f"{exercise.id}: misconception {mis.name!r} passes every case"
         assert any(c.misconception == mis.name for c in verdict.cases), (
             f"{exercise.id}: misconception {mis.name!r} is never recognised:\n{verdict.report()}"
