@@ -1,4 +1,4 @@
-"""NumPy mirrors of the attnlib functions, for the chapters before PyTorch.
+"""NumPy mirrors of the attnlib functions, for the chapters before PyTorch (chapters 1 to 3).
 
 Same names, shapes, fully-masked-row policy (zero weights, zero output) and
 errors as the PyTorch versions; the checks themselves live in
@@ -8,6 +8,7 @@ errors as the PyTorch versions; the checks themselves live in
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from attnlib._validate import (
     as_shape,
     broadcast_batch,
     check_attention,
+    check_dim,
+    check_flag,
     check_floating,
     check_length,
     check_lengths,
@@ -27,6 +30,7 @@ __all__ = [
     "cosine_scores",
     "dot_scores",
     "general_scores",
+    "log_softmax",
     "logsumexp",
     "padding_mask",
     "scaled_dot_product_attention",
@@ -40,9 +44,7 @@ _LOW_PRECISION = (np.float16,)
 def _as_float(fn: str, **arrays) -> list[np.ndarray]:
     """Convert to arrays and insist they are floating and of one dtype."""
     out = {name: np.asarray(a) for name, a in arrays.items()}
-    check_floating(
-        fn, [(n, str(a.dtype), np.issubdtype(a.dtype, np.floating)) for n, a in out.items()]
-    )
+    check_floating(fn, [(n, str(a.dtype), np.issubdtype(a.dtype, np.floating)) for n, a in out.items()])
     return list(out.values())
 
 
@@ -51,31 +53,147 @@ def _upcast(x: np.ndarray) -> np.ndarray:
 
 
 def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`(max, exp(x - max), sum)` along `axis`, keeping it; an all -inf row is shifted by 0."""
+    """``(max, exp(x - max), sum)`` along a non-empty ``axis``, keeping it.
+
+    An all -inf row is shifted by 0; a NaN or +inf maximum is kept, so that
+    the row becomes NaN exactly as in torch.
+    """
     m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
-    e = np.exp(x - m)
+    m = np.where(m == -np.inf, 0.0, m).astype(x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows give NaN, as in torch
+        e = np.exp(x - m)
     return m, e, np.sum(e, axis=axis, keepdims=True)
 
 
+def _axis(fn: str, dim: object, ndim: int) -> int:
+    return check_dim(fn, dim, ndim)
+
+
 def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
-    """Softmax along `dim`; an all -inf slice gives zeros. Returns the shape and dtype of `x`."""
+    """Softmax along ``dim``, the NumPy twin of :func:`attnlib.softmax`.
+
+    Parameters
+    ----------
+    x : array_like
+        Floating array of any shape; ``-inf`` entries get weight 0.
+    dim : int
+        The axis that sums to one.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape and dtype of ``x``; an all ``-inf`` slice gives zeros, a slice
+        holding NaN or ``+inf`` is all NaN (as ``torch.softmax``).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not floating, or ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> softmax(np.array([0.0, 0.0, -np.inf]))
+    array([0.5, 0.5, 0. ])
+    """
     (x,) = _as_float("softmax", x=x)
+    dim = _axis("softmax", dim, x.ndim)
+    if x.ndim > 0 and x.shape[dim] == 0:
+        return x.copy()
     xf = _upcast(x)
     _, e, s = _shifted_exp(xf, dim)
-    out = e / np.where(s > 0, s, 1.0).astype(xf.dtype)
+    with np.errstate(invalid="ignore"):
+        out = e / np.where(s == 0, 1.0, s).astype(xf.dtype)
+    return out.astype(x.dtype)
+
+
+def log_softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
+    """Log of ``softmax(x, dim)``, the NumPy twin of :func:`attnlib.log_softmax`.
+
+    Parameters
+    ----------
+    x : array_like
+        Floating array of any shape.
+    dim : int
+        The axis over which the probabilities sum to one.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape and dtype of ``x``; ``-inf`` everywhere for an all ``-inf`` slice,
+        all NaN for a slice holding NaN or ``+inf``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not floating, or ``dim`` is not an int.
+    ValueError
+        ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> log_softmax(np.array([0.0, 0.0]))
+    array([-0.69314718, -0.69314718])
+    """
+    (x,) = _as_float("log_softmax", x=x)
+    dim = _axis("log_softmax", dim, x.ndim)
+    if x.ndim > 0 and x.shape[dim] == 0:
+        return x.copy()
+    xf = _upcast(x)
+    m, _, s = _shifted_exp(xf, dim)
+    with np.errstate(invalid="ignore"):
+        out = xf - m - np.log(np.where(s == 0, 1.0, s).astype(xf.dtype))
     return out.astype(x.dtype)
 
 
 def logsumexp(x: np.ndarray, dim: int = -1, keepdim: bool = False) -> np.ndarray:
-    """log(sum(exp(x), dim)) without overflow; -inf for an all -inf slice."""
-    (x,) = _as_float("logsumexp", x=x)
+    """``log(sum(exp(x), dim))`` without overflow, the NumPy twin of :func:`attnlib.logsumexp`.
+
+    Parameters
+    ----------
+    x : array_like
+        Floating array of any shape.
+    dim : int
+        The axis to reduce.
+    keepdim : bool
+        Keep ``dim`` with size 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        Reduced array, dtype of ``x``: ``-inf`` for an all ``-inf`` or empty
+        slice, NaN for a slice holding NaN, ``+inf`` for one holding ``+inf``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not floating, ``dim`` not an int, ``keepdim`` not a bool.
+    ValueError
+        ``dim`` is out of range.
+
+    Examples
+    --------
+    >>> float(logsumexp(np.array([1000.0, 1000.0])))  # log(2 e^1000)
+    1000.6931471805599
+    """
+    fn = "logsumexp"
+    (x,) = _as_float(fn, x=x)
+    dim = _axis(fn, dim, x.ndim)
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
     xf = _upcast(x)
-    m, _, s = _shifted_exp(xf, dim)
-    positive = s > 0
-    out = m + np.log(np.where(positive, s, 1.0).astype(xf.dtype))
-    out = np.where(positive, out, -np.inf).astype(xf.dtype)
-    if not keepdim:
+    if x.ndim > 0 and x.shape[dim] == 0:
+        shape = list(x.shape)
+        shape[dim] = 1
+        out = np.full(shape, -np.inf, dtype=xf.dtype)
+    else:
+        m = np.max(xf, axis=dim, keepdims=True)
+        m = np.where(np.isinf(m), 0.0, m).astype(xf.dtype)  # torch's shift: +inf stays +inf
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            s = np.sum(np.exp(xf - m), axis=dim, keepdims=True)
+            out = np.where(s == 0, -np.inf, m + np.log(np.where(s == 0, 1.0, s))).astype(xf.dtype)
+    if not keepdim and x.ndim > 0:
         out = np.squeeze(out, axis=dim)
     return out.astype(x.dtype)
 
@@ -85,24 +203,113 @@ def _t(x: np.ndarray) -> np.ndarray:
     return np.swapaxes(x, -1, -2)
 
 
+def _scale(fn: str, scale: object, E: int) -> float:
+    """``scale`` or its default ``1/sqrt(E)`` (1 when E = 0); TypeError for a non-number."""
+    if scale is None:
+        return 1.0 / math.sqrt(E) if E > 0 else 1.0
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{fn}: scale must be a real number or None, got {type(scale).__name__}")
+    return float(scale)
+
+
 def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """query (..., L, E), key (..., S, E) -> scores q_i . k_j (..., L, S)."""
+    """Dot-product scores ``q_i . k_j``, the NumPy twin of :func:`attnlib.dot_scores`.
+
+    Parameters
+    ----------
+    query : array_like
+        (..., L, E), floating.
+    key : array_like
+        (..., S, E), the dtype of ``query``.
+
+    Returns
+    -------
+    numpy.ndarray
+        (..., L, S), dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs or different dtypes.
+    ValueError
+        Rank < 2, different E, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> dot_scores(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0], [1.0, 0.0]]))
+    array([[11.,  1.]])
+    """
     query, key = _as_float("dot_scores", query=query, key=key)
     check_query_key("dot_scores", query.shape, key.shape)
-    return query @ _t(key)  # (..., L, S)
+    return (_upcast(query) @ _t(_upcast(key))).astype(query.dtype)  # (..., L, S)
 
 
 def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = None) -> np.ndarray:
-    """query (..., L, E), key (..., S, E) -> (q_i . k_j) * scale (..., L, S); scale 1/sqrt(E)."""
-    query, key = _as_float("scaled_dot_scores", query=query, key=key)
-    check_query_key("scaled_dot_scores", query.shape, key.shape)
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
-    return (query @ _t(key)) * query.dtype.type(scale)  # (..., L, S)
+    """Scaled dot-product scores ``(q_i . k_j) * scale``, the twin of :func:`attnlib.scaled_dot_scores`.
+
+    Parameters
+    ----------
+    query : array_like
+        (..., L, E), floating.
+    key : array_like
+        (..., S, E), the dtype of ``query``.
+    scale : float, optional
+        None means ``1/sqrt(E)`` (1 when E = 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        (..., L, S), dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs, different dtypes, a non-number ``scale``.
+    ValueError
+        Rank < 2, different E, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> scaled_dot_scores(np.ones((1, 4)), np.ones((1, 4)))
+    array([[2.]])
+    """
+    fn = "scaled_dot_scores"
+    query, key = _as_float(fn, query=query, key=key)
+    check_query_key(fn, query.shape, key.shape)
+    scale = _scale(fn, scale, query.shape[-1])
+    q = _upcast(query)
+    return ((q @ _t(_upcast(key))) * q.dtype.type(scale)).astype(query.dtype)  # (..., L, S)
 
 
 def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """query (..., L, E_q), key (..., S, E_k), weight (E_q, E_k) -> q_i W k_j (..., L, S)."""
+    """Bilinear scores ``q_i^T W k_j``, the NumPy twin of :func:`attnlib.general_scores`.
+
+    Parameters
+    ----------
+    query : array_like
+        (..., L, E_q), floating.
+    key : array_like
+        (..., S, E_k).
+    weight : array_like
+        (E_q, E_k). All three share one dtype.
+
+    Returns
+    -------
+    numpy.ndarray
+        (..., L, S), dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs or different dtypes.
+    ValueError
+        Rank < 2, ``weight`` not (E_q, E_k), or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> general_scores(np.array([[1.0, 2.0]]), np.array([[1.0]]), np.array([[1.0], [1.0]]))
+    array([[3.]])
+    """
     fn = "general_scores"
     query, key, weight = _as_float(fn, query=query, key=key, weight=weight)
     q_shape, k_shape, w_shape = as_shape(query.shape), as_shape(key.shape), as_shape(weight.shape)
@@ -114,33 +321,86 @@ def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np
             f"query {q_shape} and key {k_shape}, got {w_shape}"
         )
     broadcast_batch(fn, query=q_shape, key=k_shape)
-    return (query @ weight) @ _t(key)  # (..., L, E_k) @ (..., E_k, S) -> (..., L, S)
+    out = (_upcast(query) @ _upcast(weight)) @ _t(_upcast(key))  # (..., L, E_k) @ (..., E_k, S)
+    return out.astype(query.dtype)  # (..., L, S)
 
 
 def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.ndarray:
-    """query (..., L, E), key (..., S, E) -> cosine similarities (..., L, S).
+    """Cosine similarities, the NumPy twin of :func:`attnlib.cosine_scores`.
 
-    Norms are clamped at `eps`, so a zero vector scores 0.
+    Norms are clamped at ``eps``, so a zero vector scores 0.
+
+    Parameters
+    ----------
+    query : array_like
+        (..., L, E), floating.
+    key : array_like
+        (..., S, E), the dtype of ``query``.
+    eps : float
+        Lower bound of the norms.
+
+    Returns
+    -------
+    numpy.ndarray
+        (..., L, S) in [-1, 1], dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs or different dtypes.
+    ValueError
+        Rank < 2, different E, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> cosine_scores(np.array([[1.0, 0.0]]), np.array([[2.0, 0.0], [0.0, 0.0]]))
+    array([[1., 0.]])
     """
     query, key = _as_float("cosine_scores", query=query, key=key)
     check_query_key("cosine_scores", query.shape, key.shape)
+    dtype, query, key = query.dtype, _upcast(query), _upcast(key)
     q = query / np.maximum(np.linalg.norm(query, axis=-1, keepdims=True), eps)  # (..., L, E)
     k = key / np.maximum(np.linalg.norm(key, axis=-1, keepdims=True), eps)  # (..., S, E)
-    return (q @ _t(k)).astype(query.dtype)  # (..., L, S)
+    return (q @ _t(k)).astype(dtype)  # (..., L, S)
 
 
 def additive_scores(
     query: np.ndarray, key: np.ndarray, w_query: np.ndarray, w_key: np.ndarray, v: np.ndarray
 ) -> np.ndarray:
-    """v^T tanh(W_q q_i + W_k k_j).
+    """Additive scores ``v^T tanh(W_q q_i + W_k k_j)``, the twin of :func:`attnlib.additive_scores`.
 
-    query (..., L, E_q), key (..., S, E_k), w_query (H, E_q), w_key (H, E_k),
-    v (H,) -> scores (..., L, S).
+    Parameters
+    ----------
+    query : array_like
+        (..., L, E_q), floating.
+    key : array_like
+        (..., S, E_k).
+    w_query : array_like
+        (H, E_q).
+    w_key : array_like
+        (H, E_k).
+    v : array_like
+        (H,). All five share one dtype.
+
+    Returns
+    -------
+    numpy.ndarray
+        (..., L, S), dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs or different dtypes.
+    ValueError
+        Rank < 2, weights whose shapes do not fit, or batch dimensions that do not broadcast.
+
+    Examples
+    --------
+    >>> additive_scores(np.zeros((1, 2)), np.zeros((3, 2)), np.ones((4, 2)), np.ones((4, 2)), np.ones(4))
+    array([[0., 0., 0.]])
     """
     fn = "additive_scores"
-    query, key, w_query, w_key, v = _as_float(
-        fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v
-    )
+    query, key, w_query, w_key, v = _as_float(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
     q_shape, k_shape = as_shape(query.shape), as_shape(key.shape)
     if query.ndim < 2 or key.ndim < 2:
         raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
@@ -155,10 +415,11 @@ def additive_scores(
                 f"key {k_shape} and v {as_shape(v.shape)}, got {as_shape(w.shape)}"
             )
     broadcast_batch(fn, query=q_shape, key=k_shape)
-    q = query @ w_query.T  # (..., L, H)
-    k = key @ w_key.T  # (..., S, H)
+    dtype = query.dtype
+    q = _upcast(query) @ _upcast(w_query).T  # (..., L, H)
+    k = _upcast(key) @ _upcast(w_key).T  # (..., S, H)
     hidden = np.tanh(q[..., :, None, :] + k[..., None, :, :])  # (..., L, S, H)
-    return hidden @ v  # (..., L, S)
+    return (hidden @ _upcast(v)).astype(dtype)  # (..., L, S)
 
 
 def scaled_dot_product_attention(
@@ -170,33 +431,58 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     return_weights: bool = False,
 ):
-    """softmax(q k^T * scale + mask) v, the NumPy twin of the PyTorch version.
+    """``softmax(q k^T * scale + mask) v``, the twin of :func:`attnlib.scaled_dot_product_attention`.
 
-    Args:
-        query: (..., L, E); key: (..., S, E); value: (..., S, Ev).
-        attn_mask: None, bool broadcastable to (..., L, S) (True = may attend),
-            or float broadcastable to (..., L, S) added to the scores.
-        is_causal: forbid key j > query i, top-left aligned.
-        scale: None means 1/sqrt(E).
-        return_weights: also return the weights.
+    Parameters
+    ----------
+    query : array_like
+        (..., L, E), floating.
+    key : array_like
+        (..., S, E).
+    value : array_like
+        (..., S, Ev). The three share one dtype; leading dimensions broadcast.
+    attn_mask : array_like, optional
+        bool broadcastable to (..., L, S) (True = may attend), or float
+        broadcastable to (..., L, S) added to the scores.
+    is_causal : bool
+        Forbid key j > query i, top-left aligned; combined with ``attn_mask``.
+    scale : float, optional
+        None means ``1/sqrt(E)`` (1 when E = 0).
+    return_weights : bool
+        Also return the weights.
 
-    Returns:
-        output (..., L, Ev), or `(output, weights)` with weights (..., L, S).
+    Returns
+    -------
+    numpy.ndarray or tuple of numpy.ndarray
+        output (..., L, Ev), or ``(output, weights)`` with weights (..., L, S).
         Fully masked rows give zero weights and zero output.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs, different dtypes, a mask neither bool nor
+        floating, non-bool flags, a non-number ``scale``.
+    ValueError
+        Rank < 2, E or S mismatch, batch dimensions or a mask that do not broadcast.
+
+    Examples
+    --------
+    >>> q, k = np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> scaled_dot_product_attention(q, k, np.array([[1.0], [3.0]]), attn_mask=np.array([True, False]))
+    array([[1.]])
     """
     fn = "scaled_dot_product_attention"
     query, key, value = _as_float(fn, query=query, key=key, value=value)
     mask = None if attn_mask is None else np.asarray(attn_mask)
-    _, L, S = check_attention(
-        fn, query.shape, key.shape, value.shape, None if mask is None else mask.shape
-    )
     if mask is not None and not (mask.dtype == np.bool_ or np.issubdtype(mask.dtype, np.floating)):
         raise TypeError(f"{fn}: attn_mask must be bool or floating, got dtype {mask.dtype}")
+    is_causal = check_flag(fn, "is_causal", is_causal)
+    return_weights = check_flag(fn, "return_weights", return_weights)
+    _, L, S = check_attention(fn, query.shape, key.shape, value.shape, None if mask is None else mask.shape)
+    scale = _scale(fn, scale, query.shape[-1])
 
     out_dtype = query.dtype
     query, key, value = _upcast(query), _upcast(key), _upcast(value)
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
     scores = (query @ _t(key)) * query.dtype.type(scale)  # (..., L, S)
     if is_causal:
         scores = np.where(causal_mask(L, S), scores, -np.inf)  # (..., L, S)
@@ -214,12 +500,42 @@ def scaled_dot_product_attention(
 
 
 def padding_mask(lengths, max_len: int | None = None) -> np.ndarray:
-    """lengths (B,) -> bool (B, max_len), True for real tokens; max_len defaults to max(lengths)."""
+    """Mask of the real tokens of a right-padded batch, the twin of :func:`attnlib.padding_mask`.
+
+    Parameters
+    ----------
+    lengths : array_like of int
+        (B,) true lengths.
+    max_len : int, optional
+        Padded length; defaults to ``max(lengths)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        bool (B, max_len), True at positions ``j < lengths[b]``.
+
+    Raises
+    ------
+    TypeError
+        ``lengths`` is not a sequence (e.g. a bare int).
+    ValueError
+        Non-integer or negative lengths, lengths > ``max_len``, or not 1-D.
+
+    Examples
+    --------
+    >>> padding_mask([1, 2])
+    array([[ True, False],
+           [ True,  True]])
+    """
     fn = "padding_mask"
     if isinstance(lengths, np.ndarray):
         if lengths.ndim != 1:
             raise ValueError(f"{fn}: lengths must be 1-D (B,), got shape {as_shape(lengths.shape)}")
         values = lengths.tolist()
+    elif isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise TypeError(
+            f"{fn}: lengths must be a 1-D array or a sequence of ints (B,), got {type(lengths).__name__}"
+        )
     else:
         values = list(lengths)
     ints, max_len = check_lengths(fn, values, max_len)
@@ -228,10 +544,36 @@ def padding_mask(lengths, max_len: int | None = None) -> np.ndarray:
 
 
 def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.ndarray:
-    """bool (q_len, k_len), True where key j <= i + diagonal (top-left aligned)."""
+    """Causal mask, the NumPy twin of :func:`attnlib.causal_mask`.
+
+    Parameters
+    ----------
+    q_len : int
+        L >= 0.
+    k_len : int, optional
+        S >= 0; defaults to ``q_len``.
+    diagonal : int
+        Shift of the allowed band.
+
+    Returns
+    -------
+    numpy.ndarray
+        bool (q_len, k_len), True where key ``j <= i + diagonal`` (top-left aligned).
+
+    Raises
+    ------
+    ValueError
+        A negative or non-integer length or ``diagonal``.
+
+    Examples
+    --------
+    >>> causal_mask(2)
+    array([[ True, False],
+           [ True,  True]])
+    """
     fn = "causal_mask"
     q_len = check_length(fn, "q_len", q_len)
     k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
-    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+    if isinstance(diagonal, bool) or not isinstance(diagonal, (int, np.integer)):
         raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
-    return np.tri(q_len, k_len, k=diagonal, dtype=bool)  # (L, S)
+    return np.tri(q_len, k_len, k=int(diagonal), dtype=bool)  # (L, S)
