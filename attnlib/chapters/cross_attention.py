@@ -5,25 +5,36 @@ values from the encoder, so the query length T (target positions) and the key
 length S (source positions) differ. Padded source positions are hidden by a
 key padding mask of shape (B, 1, 1, S) that broadcasts over the heads and over
 the T target positions. Cross attention has no causal mask: every target
-position may read the whole source.
+position may read the whole source; the decoder's self-attention has one.
 
-Token conventions are those of chapter 01 (`attnlib.chapters.seq2seq`): PAD = 0,
-BOS = 1, EOS = 2.
+Tokens are those of :mod:`attnlib.chapters.vocab` (PAD = 0, BOS = 1, EOS = 2,
+digits from DIGIT_OFFSET, digit words from WORD_OFFSET).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from attnlib._validate import as_shape
 from attnlib.attention import scaled_dot_product_attention
-from attnlib.chapters.seq2seq import BOS, EOS, PAD
-from attnlib.masks import causal_mask
+from attnlib.chapters.vocab import (
+    BOS,
+    DIGIT_OFFSET,
+    DIGIT_WORDS,
+    EOS,
+    NUM_DIGITS,
+    PAD,
+    WORD_OFFSET,
+    digits_vocab,
+    greedy_decode_steps,
+    token_strings,
+)
+from attnlib.masks import causal_mask, padding_mask
 from attnlib.modules import MultiHeadAttention
+from attnlib.positions import sinusoidal_encoding
 
 __all__ = [
     "BOS",
@@ -31,18 +42,17 @@ __all__ = [
     "EOS",
     "PAD",
     "CrossAttentionSeq2Seq",
+    "DecoderLayer",
+    "EncoderLayer",
     "TinyStepModel",
     "cross_attention",
     "decoder_masks",
     "digits_to_words_batch",
     "digits_vocab",
     "greedy_decode_steps",
-    "sinusoidal_positions",
     "source_key_mask",
     "token_strings",
 ]
-
-DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
 # --------------------------------------------------------------------------- masks and the functional form
@@ -74,14 +84,10 @@ def source_key_mask(src_lengths: torch.Tensor, src_len: int | None = None) -> to
     S = int(src_lengths.max()) if src_len is None else int(src_len)
     if len(src_lengths) and (int(src_lengths.min()) < 0 or int(src_lengths.max()) > S):
         raise ValueError(f"{fn}: src_lengths {src_lengths.tolist()} must lie in [0, S={S}]")
-    positions = torch.arange(S, device=src_lengths.device)  # (S,)
-    mask = positions[None, :] < src_lengths[:, None]  # (B, S)
-    return mask[:, None, None, :]  # (B, 1, 1, S)
+    return padding_mask(src_lengths, S)[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
 
 
-def decoder_masks(
-    src_lengths: torch.Tensor, src_len: int, tgt_len: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def decoder_masks(src_lengths: torch.Tensor, src_len: int, tgt_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The two masks of a Transformer decoder layer.
 
     Args:
@@ -134,7 +140,12 @@ def cross_attention(
     B_enc, S, D_enc = encoder_states.shape
     if B != B_enc:
         raise ValueError(f"{fn}: batch sizes differ: decoder {B}, encoder {B_enc}")
-    if w_q.shape[0] != D_dec or w_k.shape[0] != D_enc or w_v.shape[0] != D_enc or w_q.shape[1] != w_k.shape[1]:  # noqa: E501
+    if (
+        w_q.shape[0] != D_dec
+        or w_k.shape[0] != D_enc
+        or w_v.shape[0] != D_enc
+        or w_q.shape[1] != w_k.shape[1]
+    ):  # noqa: E501
         raise ValueError(
             f"{fn}: w_q {as_shape(w_q.shape)} must be (D_dec={D_dec}, d_k), w_k {as_shape(w_k.shape)}"
             f" (D_enc={D_enc}, d_k), w_v {as_shape(w_v.shape)} (D_enc={D_enc}, d_v)"
@@ -156,11 +167,6 @@ def cross_attention(
 # --------------------------------------------------------------------------- the toy translation task
 
 
-def digits_vocab() -> list[str]:
-    """The shared vocabulary: PAD, BOS, EOS, the ten digits, the ten digit words (23 tokens)."""
-    return ["<pad>", "<bos>", "<eos>", *(str(d) for d in range(10)), *DIGIT_WORDS]
-
-
 def digits_to_words_batch(
     batch_size: int,
     length,
@@ -174,8 +180,8 @@ def digits_to_words_batch(
         generator: a seeded torch.Generator.
 
     Returns:
-        `(src, tgt)` as in `attnlib.chapters.seq2seq`: src (B, S) = digit tokens (3 + d)
-        then EOS, tgt (B, S) = word tokens (13 + d) then EOS, right-padded with
+        `(src, tgt)`: src (B, S) = digit tokens (DIGIT_OFFSET + d) then EOS,
+        tgt (B, S) = word tokens (WORD_OFFSET + d) then EOS, right-padded with
         PAD; S = 1 + the longest length. See `digits_vocab` for the names.
     """
     lo, hi = (length, length) if isinstance(length, int) else (int(length[0]), int(length[1]))
@@ -185,236 +191,181 @@ def digits_to_words_batch(
         )
     lengths = torch.randint(lo, hi + 1, (batch_size,), generator=generator)  # (B,)
     S = int(lengths.max()) + 1
-    digits = torch.randint(0, 10, (batch_size, S), generator=generator)  # (B, S)
+    digits = torch.randint(0, NUM_DIGITS, (batch_size, S), generator=generator)  # (B, S)
     position = torch.arange(S)[None, :]  # (1, S)
     real = position < lengths[:, None]  # (B, S)
-    eos = position == lengths[:, None]  # (B, S)
-    src = torch.where(real, digits + 3, torch.where(eos, EOS, PAD))  # (B, S)
-    tgt = torch.where(real, digits + 13, torch.where(eos, EOS, PAD))  # (B, S)
+    end = torch.where(position == lengths[:, None], EOS, PAD)  # (B, S)
+    src = torch.where(real, digits + DIGIT_OFFSET, end)  # (B, S)
+    tgt = torch.where(real, digits + WORD_OFFSET, end)  # (B, S)
     return src, tgt
 
 
-def token_strings(ids, vocab: list[str], stop_at_eos: bool = True) -> list[str]:
-    """Token ids -> token names, PAD dropped (and nothing after the first EOS)."""
-    out = []
-    for i in [int(t) for t in ids]:
-        if i == PAD:
-            continue
-        out.append(vocab[i])
-        if stop_at_eos and i == EOS:
-            break
-    return out
-
-
-# --------------------------------------------------------------------------- greedy decoding
-
-
-def greedy_decode_steps(
-    step: Callable[[torch.Tensor, object], tuple[torch.Tensor, object]],
-    state: object,
-    batch_size: int,
-    max_len: int,
-) -> torch.Tensor:
-    """Greedy decoding with any step function.
-
-    Args:
-        step: `step(prev_tokens (B,), state) -> (logits (B, V), new_state)`.
-        state: the decoder state before the first step.
-        batch_size: B.
-        max_len: number of tokens to produce.
-
-    Returns:
-        long (B, max_len): at each step the argmax token, fed back as the next
-        input; after a sequence has produced EOS it holds PAD.
-    """
-    prev = torch.full((batch_size,), BOS, dtype=torch.long)  # (B,)
-    finished = torch.zeros(batch_size, dtype=torch.bool)  # (B,)
-    out = []
-    for _ in range(max_len):
-        logits, state = step(prev, state)  # (B, V)
-        token = logits.argmax(dim=-1)  # (B,)
-        token = torch.where(finished, PAD, token)  # PAD after EOS
-        out.append(token)
-        finished = finished | (token == EOS)
-        prev = token  # feed the prediction back, never the gold token
-    return torch.stack(out, dim=1)  # (B, max_len)
-
-
 # --------------------------------------------------------------------------- the model
+# Chapter 07 prints the source of the three classes below: lines kept within 80 columns.
+# fmt: off
 
 
-def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
-    """Vaswani et al.'s position encodings (length, dim): sin and cos of position / 10000^(2i/dim).
+class EncoderLayer(nn.Module):
+    """Chapter 07's encoder layer (post-norm, as in Vaswani et al. 2017).
 
-    Defined for any length, so a model can be run on sequences longer than it was trained on.
+    Self-attention over the source (padded keys hidden), then a
+    feed-forward net; each sub-layer residual and followed by LayerNorm.
+    self_attention=False drops the first sub-layer.
     """
-    position = torch.arange(length, dtype=torch.float32)[:, None]  # (length, 1)
-    freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # (dim/2,)
-    angles = position * freq  # (length, dim/2)
-    pe = torch.zeros(length, dim)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
-    return pe  # (length, dim)
 
-
-class _Block(nn.Module):
-    """Residual attention sub-layer (optional), residual feed-forward sub-layer, post-norm."""
-
-    def __init__(self, d_model: int, num_heads: int, ffn_dim: int, cross: bool):
+    def __init__(self, d_model, num_heads, ffn_dim, self_attention=True):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.self_attn = (
+            MultiHeadAttention(d_model, num_heads) if self_attention else None
+        )
         self.norm1 = nn.LayerNorm(d_model)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads) if cross else None
-        self.norm2 = nn.LayerNorm(d_model) if cross else None
-        self.ffn = nn.Sequential(nn.Linear(d_model, ffn_dim), nn.ReLU(), nn.Linear(ffn_dim, d_model))
+        self.ffn = nn.Sequential(
+            nn.Linear(d_model, ffn_dim), nn.ReLU(), nn.Linear(ffn_dim, d_model)
+        )
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def forward(self, x, src_mask):
+        """x (B, S, d), src_mask bool (B, 1, 1, S) -> (B, S, d)."""
+        if self.self_attn is not None:
+            a, _ = self.self_attn(x, x, x, attn_mask=src_mask)  # (B, S, d)
+            x = self.norm1(x + a)
+        return self.norm2(x + self.ffn(x))  # (B, S, d)
+
+
+class DecoderLayer(nn.Module):
+    """Chapter 07's decoder layer (post-norm, as in Vaswani et al. 2017).
+
+    Causal self-attention over the target prefix, cross attention
+    (queries from the decoder, keys and values from the encoder's
+    memory, source mask, no causal mask), a feed-forward net; each
+    sub-layer residual and followed by LayerNorm.
+    self_attention=False drops the first sub-layer.
+    """
+
+    def __init__(self, d_model, num_heads, ffn_dim, self_attention=True):
+        super().__init__()
+        self.self_attn = (
+            MultiHeadAttention(d_model, num_heads) if self_attention else None
+        )
+        self.norm1 = nn.LayerNorm(d_model)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ffn = nn.Sequential(
+            nn.Linear(d_model, ffn_dim), nn.ReLU(), nn.Linear(ffn_dim, d_model)
+        )
         self.norm3 = nn.LayerNorm(d_model)
+
+    def forward(self, y, memory, src_mask, need_weights=False):
+        """y (B, T, d), memory (B, S, d), src_mask (B, 1, 1, S).
+
+        Returns (y (B, T, d), cross-attention weights (B, h, T, S), or
+        None when need_weights is False).
+        """
+        if self.self_attn is not None:
+            a, _ = self.self_attn(y, y, y, is_causal=True)  # t sees <= t
+            y = self.norm1(y + a)
+        c, weights = self.cross_attn(
+            y, memory, memory, attn_mask=src_mask,  # no causal mask
+            need_weights=need_weights, average_attn_weights=False,
+        )  # queries (B, T, d) from the decoder; keys, values (B, S, d)
+        y = self.norm2(y + c)
+        return self.norm3(y + self.ffn(y)), weights  # (B, T, d)
 
 
 class CrossAttentionSeq2Seq(nn.Module):
-    """A one-layer Transformer-style encoder-decoder (Vaswani et al. 2017), small enough for a CPU.
+    """Chapter 07's one-layer Transformer encoder-decoder (Vaswani 2017).
 
-    Encoder: token embedding + sinusoidal positions, self-attention over the
-    source with the key padding mask (B, 1, 1, S), feed-forward. Decoder: token
-    embedding + positions, *causal* self-attention over the target prefix
-    (mask (T, T)), then **cross attention**: queries from the decoder (B, T, d),
-    keys and values from the encoder (B, S, d), the source mask (B, 1, 1, S) and
-    no causal mask; feed-forward; a linear layer to the vocabulary. Every
-    sub-layer is residual and followed by LayerNorm.
-
-    Same `forward(src, tgt_in, src_lengths=None)` and
-    `greedy_decode(src, max_len, src_lengths=None)` as `attnlib.chapters.seq2seq.Seq2SeqGRU`.
+    Token embedding + sinusoidal positions, one EncoderLayer, one
+    DecoderLayer, a linear layer to the vocabulary. In training, the
+    positions start at a random offset in [0, position_shift], so that
+    positions beyond the training lengths are not new at test time.
+    Same forward and greedy_decode as chapter 01's Seq2SeqGRU.
 
     Args:
         vocab_size: V, shared by source and target.
         d_model: d, size of embeddings, states and attention.
         num_heads: h; d must be divisible by it.
-        ffn_dim: hidden size of the feed-forward sub-layers (default 2d).
+        ffn_dim: hidden size of the feed-forward nets (default 2d).
+        self_attention: encoder self-attention and causal decoder
+            self-attention (True), or cross attention only (False).
+        position_shift: largest random position offset in training.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 32,
-        num_heads: int = 2,
-        ffn_dim: int | None = None,
-        self_attention: bool = True,
-        position_shift: int = 0,
-    ):
+    def __init__(self, vocab_size, d_model=32, num_heads=2, ffn_dim=None,
+                 self_attention=True, position_shift=0):
         super().__init__()
-        self.vocab_size, self.d_model, self.num_heads = vocab_size, d_model, num_heads
-        self.self_attention, self.position_shift = self_attention, position_shift
-        self._shift = 0
         ffn_dim = ffn_dim or 2 * d_model
+        self.d_model, self.position_shift = d_model, position_shift
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
-        self.enc = _Block(d_model, num_heads, ffn_dim, cross=False)
-        self.dec = _Block(d_model, num_heads, ffn_dim, cross=True)
+        self.encoder = EncoderLayer(d_model, num_heads, ffn_dim, self_attention)
+        self.decoder = DecoderLayer(d_model, num_heads, ffn_dim, self_attention)
         self.out = nn.Linear(d_model, vocab_size)
 
-    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        T = tokens.shape[1]
-        pe = sinusoidal_positions(self._shift + T, self.d_model)[self._shift :].to(tokens.device)  # (T, d)
-        return self.embedding(tokens) + pe  # (B, T, d)
+    def embed(self, tokens, offset=0):
+        """tokens (B, n) -> embedding + positions offset.. (B, n, d)."""
+        n = tokens.shape[1]
+        pe = sinusoidal_encoding(offset + n, self.d_model)[offset:]  # (n, d)
+        return self.embedding(tokens) + pe.to(tokens.device)  # (B, n, d)
 
-    def encode(
-        self, src: torch.Tensor, src_lengths: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """src (B, S) -> (memory (B, S, d), source mask bool (B, 1, 1, S))."""
-        if not isinstance(src, torch.Tensor) or src.dim() != 2:
-            shape = as_shape(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
-            raise ValueError(f"CrossAttentionSeq2Seq.encode: expected src (B, S), got {shape}")
+    def encode(self, src, src_lengths=None, offset=0):
+        """src (B, S) -> (memory (B, S, d), src_mask bool (B, 1, 1, S))."""
         if src_lengths is None:
             src_lengths = (src != PAD).sum(dim=1)  # (B,)
-        src_mask = source_key_mask(torch.as_tensor(src_lengths).to(src.device), src.shape[1])  # (B, 1, 1, S)
-        x = self._embed(src)  # (B, S, d)
-        if self.self_attention:
-            a, _ = self.enc.self_attn(x, x, x, attn_mask=src_mask)  # (B, S, d); padded keys hidden
-            x = self.enc.norm1(x + a)
-        memory = self.enc.norm3(x + self.enc.ffn(x))  # (B, S, d)
-        return memory, src_mask
+        src_mask = source_key_mask(src_lengths, src.shape[1])  # (B, 1, 1, S)
+        return self.encoder(self.embed(src, offset), src_mask), src_mask
 
-    def decode(
-        self,
-        memory: torch.Tensor,
-        src_mask: torch.Tensor,
-        tgt_in: torch.Tensor,
-        need_weights: bool = False,
-        average_heads: bool = True,
-    ):
-        """Teacher-forced decoder: tgt_in (B, T) -> logits (B, T, V), and the cross-attention
-        weights (B, T, S) (averaged) or (B, h, T, S) (per head) or None."""
-        y = self._embed(tgt_in)  # (B, T, d)
-        if self.self_attention:
-            a, _ = self.dec.self_attn(y, y, y, is_causal=True)  # (B, T, d); position t sees <= t
-            y = self.dec.norm1(y + a)
-        c, weights = self.dec.cross_attn(
-            y, memory, memory, attn_mask=src_mask, need_weights=need_weights,
-            average_attn_weights=average_heads,
-        )  # queries (B, T, d) from the decoder; keys, values (B, S, d) from the encoder
-        y = self.dec.norm2(y + c)
-        y = self.dec.norm3(y + self.dec.ffn(y))
+    def decode(self, memory, src_mask, tgt_in, offset=0, need_weights=False):
+        """tgt_in (B, T) -> (logits (B, T, V), weights (B, h, T, S) or None)."""
+        y, weights = self.decoder(
+            self.embed(tgt_in, offset), memory, src_mask, need_weights
+        )
         return self.out(y), weights  # (B, T, V)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_lengths: torch.Tensor | None = None):
+    def forward(self, src, tgt_in, src_lengths=None):
         """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
+        offset = 0
         if self.training and self.position_shift:
-            self._shift = int(torch.randint(0, self.position_shift + 1, ()))
-        memory, src_mask = self.encode(src, src_lengths)
-        logits = self.decode(memory, src_mask, tgt_in)[0]
-        self._shift = 0
-        return logits
+            offset = int(torch.randint(0, self.position_shift + 1, ()))
+        memory, src_mask = self.encode(src, src_lengths, offset)
+        return self.decode(memory, src_mask, tgt_in, offset)[0]
 
-    def forward_with_attention(
-        self,
-        src: torch.Tensor,
-        tgt_in: torch.Tensor,
-        src_lengths: torch.Tensor | None = None,
-        average_heads: bool = True,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (B, T, V) and cross-attention weights (B, T, S), or (B, h, T, S) per head."""
-        memory, src_mask = self.encode(src, src_lengths)
-        return self.decode(memory, src_mask, tgt_in, need_weights=True, average_heads=average_heads)
+    def forward_with_attention(self, src, tgt_in, src_lengths=None,
+                               average_heads=True):
+        """(logits (B, T, V), cross-attention weights (B, T, S)).
 
-    def start(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None) -> dict:
-        """The decoding state before the first step: the encoder's memory and the empty prefix."""
-        memory, src_mask = self.encode(src, src_lengths)
-        prefix = torch.zeros(src.shape[0], 0, dtype=torch.long, device=src.device)
-        return {"memory": memory, "src_mask": src_mask, "prefix": prefix, "weights": None}
-
-    def step(self, prev_tokens: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
-        """One decoding step: prev_tokens (B,) -> next-token logits (B, V) and the new state.
-
-        The decoder reruns on the whole prefix (no KV cache: chapter 08 adds one);
-        state["weights"] holds the cross-attention weights (B, t, S) of the prefix.
+        With average_heads=False the weights are per head (B, h, T, S).
         """
-        prefix = torch.cat([state["prefix"], prev_tokens[:, None]], dim=1)  # (B, t)
-        logits, weights = self.decode(state["memory"], state["src_mask"], prefix, need_weights=True)
-        return logits[:, -1], dict(state, prefix=prefix, weights=weights)  # (B, V)
+        memory, src_mask = self.encode(src, src_lengths)
+        logits, w = self.decode(memory, src_mask, tgt_in, need_weights=True)
+        return logits, w.mean(dim=1) if average_heads else w
 
     @torch.no_grad()
-    def greedy_decode(
-        self,
-        src: torch.Tensor,
-        max_len: int,
-        src_lengths: torch.Tensor | None = None,
-        return_weights: bool = False,
-    ):
-        """Greedy tokens (B, max_len), PAD after EOS; with `return_weights` also the
-        cross-attention weights (B, max_len, S) of every step (averaged over heads)."""
-        was_training = self.training
-        self.eval()
-        final = {}
+    def greedy_decode(self, src, max_len, src_lengths=None):
+        """Greedy tokens (B, max_len), PAD after EOS."""
+        return self.greedy_decode_with_attention(src, max_len, src_lengths)[0]
 
-        def step(prev, state):
-            logits, state = self.step(prev, state)
-            final["state"] = state
-            return logits, state
+    @torch.no_grad()
+    def greedy_decode_with_attention(self, src, max_len, src_lengths=None):
+        """Greedy (tokens (B, max_len), mean weights (B, max_len, S)).
 
-        tokens = greedy_decode_steps(step, self.start(src, src_lengths), src.shape[0], max_len)
-        self.train(was_training)
-        if return_weights:
-            return tokens, final["state"]["weights"]  # (B, max_len, S)
-        return tokens
+        Each step reruns the decoder on the whole prefix (no KV cache:
+        chapter 08 adds one).
+        """
+        memory, src_mask = self.encode(src, src_lengths)
+        weights = []
+
+        def step(prev, prefix):  # prev (B,), prefix (B, t - 1)
+            prefix = torch.cat([prefix, prev[:, None]], dim=1)  # (B, t)
+            logits, w = self.decode(memory, src_mask, prefix, need_weights=True)
+            weights.append(w[:, :, -1].mean(dim=1))  # step t's row: (B, S)
+            return logits[:, -1], prefix  # (B, V)
+
+        start = torch.zeros(len(src), 0, dtype=torch.long)  # the empty prefix
+        tokens = greedy_decode_steps(step, start, len(src), max_len)
+        return tokens, torch.stack(weights, dim=1)  # (B, max_len, S)
 
 
+# fmt: on
 class TinyStepModel(nn.Module):
     """A tiny, seeded decoder with cross attention, for the greedy-decoding exercise.
 
@@ -425,8 +376,15 @@ class TinyStepModel(nn.Module):
     predicted (their logits are -inf).
     """
 
-    def __init__(self, batch_size: int, src_len: int, vocab_size: int = 6, hidden_dim: int = 8,
-                 seed: int = 0, eos_bias: float = 0.0):
+    def __init__(
+        self,
+        batch_size: int,
+        src_len: int,
+        vocab_size: int = 6,
+        hidden_dim: int = 8,
+        seed: int = 0,
+        eos_bias: float = 0.0,
+    ):
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
         self.embedding = nn.Parameter(torch.randn(vocab_size, hidden_dim, generator=gen))

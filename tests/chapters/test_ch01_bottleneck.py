@@ -80,10 +80,9 @@ def test_shift_right_and_lengths():
     assert source_lengths(torch.tensor([[4, 5, PAD], [4, 4, 4]])).tolist() == [2, 3]
 
 
-@pytest.mark.parametrize("layers", [1, 2])
-def test_gru_shapes(layers):
+def test_gru_shapes():
     torch.manual_seed(0)
-    model = Seq2SeqGRU(VOCAB_SIZE, 8, 12, num_layers=layers)
+    model = Seq2SeqGRU(VOCAB_SIZE, 8, 12)
     src, tgt = digit_task_batch("copy", 5, (1, 6), gen())
     states, context = model.encode(src)
     assert states.shape == (5, src.shape[1], 12) and context.shape == (5, 12)
@@ -129,11 +128,11 @@ def test_gru_decoder_sees_the_source_only_through_the_final_state():
     # contrast: the attention model reads every encoder state
     torch.manual_seed(0)
     attn = Seq2SeqAdditiveAttention(VOCAB_SIZE, 8, 12)
-    states, s0 = attn.encode(src)
+    states, key_mask, s0 = attn.encode(src)
     noisy = states.clone()
     noisy[:, :-1] += torch.randn_like(noisy[:, :-1])
-    a, _ = attn.decode(states, s0, shift_right(tgt), attn._mask)
-    b, _ = attn.decode(noisy, s0, shift_right(tgt), attn._mask)
+    a, _, _ = attn.decode(states, key_mask, s0, shift_right(tgt))
+    b, _, _ = attn.decode(noisy, key_mask, s0, shift_right(tgt))
     assert not torch.allclose(a, b)
 
 
@@ -142,11 +141,11 @@ def test_attention_weights_shapes_and_mask():
     model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 8, 12)
     src = torch.tensor([[4, 5, 6, PAD], [7, 8, 9, 10]])
     tgt = torch.tensor([[6, 5, 4, EOS], [10, 9, 8, 7]])
-    logits, weights = model(src, shift_right(tgt), return_weights=True)
+    logits, weights = model.forward_with_attention(src, shift_right(tgt))
     assert logits.shape == (2, 4, VOCAB_SIZE) and weights.shape == (2, 4, 4)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4))
     assert (weights[0, :, 3] == 0).all()
-    tokens, w = model.greedy_decode(src, 5, return_weights=True)
+    tokens, w = model.greedy_decode_with_attention(src, 5)
     assert tokens.shape == (2, 5) and w.shape == (2, 5, 4) and (w[0, :, 3] == 0).all()
 
 

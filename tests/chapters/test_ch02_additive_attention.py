@@ -58,13 +58,14 @@ def test_teacher_forcing_equals_stepwise_decoding(bidirectional):
     torch.manual_seed(0)
     model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 8, 10, attn_dim=7, bidirectional=bidirectional).eval()
     src, tgt = unshuffle_batch(3, (2, 4), torch.Generator().manual_seed(1))
-    logits, weights = model(src, shift_right(tgt), return_weights=True)
+    logits, weights = model.forward_with_attention(src, shift_right(tgt))
     assert logits.shape == (3, tgt.shape[1], VOCAB_SIZE) and weights.shape == (3, tgt.shape[1], src.shape[1])
-    states, s = model.encode(src)
-    mask = model._mask
+    torch.testing.assert_close(model(src, shift_right(tgt)), logits, rtol=0, atol=0)
+    states, mask, s = model.encode(src)
+    assert torch.equal(mask, src != PAD)
     assert states.shape == (3, src.shape[1], 10 * (2 if bidirectional else 1))
     for i, token in enumerate(shift_right(tgt).T):  # one decoder step at a time
-        step_logits, w, s = model.decode(states, None, token[:, None], mask, return_weights=True, hidden=s)
+        step_logits, w, s = model.decode(states, mask, s, token[:, None])
         torch.testing.assert_close(step_logits[:, 0], logits[:, i])
         torch.testing.assert_close(w[:, 0], weights[:, i])
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, tgt.shape[1]))
@@ -75,12 +76,13 @@ def test_greedy_weights_are_the_teacher_forced_weights_of_its_own_output():
     torch.manual_seed(0)
     model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 8, 10).eval()
     src, _ = unshuffle_batch(2, 3, torch.Generator().manual_seed(2))
-    tokens, weights = model.greedy_decode(src, 5, return_weights=True)
+    tokens, weights = model.greedy_decode_with_attention(src, 5)
+    assert torch.equal(tokens, model.greedy_decode(src, 5))
     raw = tokens.clone()
     # greedy_decode writes PAD after EOS; before the first EOS the tokens are the model's own
     first_eos = [(row == EOS).nonzero()[0, 0].item() if (row == EOS).any() else 5 for row in raw]
     own_input = torch.cat([torch.full((2, 1), BOS), raw[:, :-1]], dim=1)  # (B, 5)
-    tf_logits, tf_weights = model(src, own_input, return_weights=True)
+    tf_logits, tf_weights = model.forward_with_attention(src, own_input)
     for b, stop in enumerate(first_eos):
         torch.testing.assert_close(tf_weights[b, : stop + 1], weights[b, : stop + 1])
         assert torch.equal(tf_logits[b, : stop + 1].argmax(-1), raw[b, : stop + 1])

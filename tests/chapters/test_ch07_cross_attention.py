@@ -13,7 +13,6 @@ from attnlib.chapters.cross_attention import (
     digits_to_words_batch,
     digits_vocab,
     greedy_decode_steps,
-    sinusoidal_positions,
     source_key_mask,
     token_strings,
 )
@@ -46,8 +45,12 @@ def test_cross_attention_ignores_padded_encoder_states():
     dec, enc, w_q, w_k, w_v, mask = _inputs()
     changed = enc.clone()
     changed[1, 2:] = 1e3
-    torch.testing.assert_close(cross_attention(dec, enc, w_q, w_k, w_v, mask)[0],
-                               cross_attention(dec, changed, w_q, w_k, w_v, mask)[0], rtol=0, atol=0)
+    torch.testing.assert_close(
+        cross_attention(dec, enc, w_q, w_k, w_v, mask)[0],
+        cross_attention(dec, changed, w_q, w_k, w_v, mask)[0],
+        rtol=0,
+        atol=0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,11 +100,12 @@ def test_task_batches():
         digits_to_words_batch(2, (3, 1))
 
 
-def test_sinusoidal_positions():
-    pe = sinusoidal_positions(7, 8)
-    assert pe.shape == (7, 8)
-    torch.testing.assert_close(pe[3, 0], torch.tensor(math.sin(3.0)))
-    torch.testing.assert_close(pe[3, 1], torch.tensor(math.cos(3.0)))
+def test_positions_start_at_the_offset():
+    model = CrossAttentionSeq2Seq(23, d_model=8, num_heads=2)
+    tokens = torch.tensor([[3, 4, 5]])
+    shifted = model.embed(tokens, offset=2) - model.embedding(tokens)
+    torch.testing.assert_close(shifted[0, 0, 0], torch.tensor(math.sin(2.0)))
+    torch.testing.assert_close(shifted[0, 1, 1], torch.tensor(math.cos(3.0)))
 
 
 @pytest.mark.parametrize("self_attention", [False, True])
@@ -121,7 +125,7 @@ def test_model_shapes_weights_and_padding_invariance(self_attention):
     torch.testing.assert_close(per_head.mean(1), weights)
     # one sentence alone gives the same logits as inside a padded batch
     n = int((src[0] != PAD).sum())
-    alone = model(src[:1, :n], tgt_in[:1, : n])
+    alone = model(src[:1, :n], tgt_in[:1, :n])
     torch.testing.assert_close(alone, logits[:1, :n], rtol=1e-5, atol=1e-5)
 
 
@@ -144,7 +148,8 @@ def test_greedy_decode_matches_teacher_forcing_on_its_own_output():
     torch.manual_seed(0)
     model = CrossAttentionSeq2Seq(23, d_model=16, num_heads=2, self_attention=True).eval()
     src, _ = digits_to_words_batch(3, 4, torch.Generator().manual_seed(3))
-    tokens, weights = model.greedy_decode(src, 6, return_weights=True)
+    tokens, weights = model.greedy_decode_with_attention(src, 6)
+    assert torch.equal(tokens, model.greedy_decode(src, 6))
     assert tokens.shape == (3, 6) and weights.shape == (3, 6, src.shape[1])
     with torch.no_grad():
         logits, forced_weights = model.forward_with_attention(src, shift_right(tokens))
