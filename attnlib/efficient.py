@@ -459,10 +459,9 @@ def _forward(q, k, v, plan):
         q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)  # the g heads of a group stacked
         m = torch.full((n, g, nq, 1), -math.inf, dtype=work, device=q.device)
         l = torch.zeros(n, g, nq, 1, dtype=work, device=q.device)
-        if g == 1:  # accumulate straight into the output rows
-            acc_flat = out[:, 0, i0:i1]
-        else:
-            acc_flat = torch.zeros(n, g * nq, Ev, dtype=work, device=q.device)
+        # A contiguous accumulator: a strided slice of `out` would make baddbmm_ fall
+        # back to one small matmul per batch-head.
+        acc_flat = torch.zeros(n, g * nq, Ev, dtype=work, device=q.device)
         acc = acc_flat.view(n, g, nq, Ev)
         for j0 in range(0, plan.key_end(i1, S), bk):
             j1 = min(j0 + bk, S)
@@ -472,8 +471,7 @@ def _forward(q, k, v, plan):
         empty = l == 0
         acc.div_(l.masked_fill(empty, 1.0))
         lse2[:, :, i0:i1] = (m + torch.log2(l)).masked_fill_(empty, math.inf)
-        if g != 1:
-            out[:, :, i0:i1] = acc
+        out[:, :, i0:i1] = acc
     return out, lse2
 
 
@@ -494,36 +492,42 @@ def _backward(q, k, v, out, lse2, grad_out, plan):
     n, g, L, E = q.shape
     S, Ev = k.shape[1], v.shape[2]
     dq = torch.zeros_like(q)
-    dk = torch.zeros_like(k)
-    dv = torch.zeros_like(v)
     if L == 0 or S == 0:
-        return dq, dk, dv
+        return dq, torch.zeros_like(k), torch.zeros_like(v)
     bq, bk = min(plan.block_q, L), min(plan.block_k, S)
     k_t, v_t = k.transpose(1, 2), v.transpose(1, 2)  # (n, E, S), (n, Ev, S)
     delta = (grad_out * out).sum(dim=-1, keepdim=True)  # D = rowsum(dO * O): (n, g, L, 1)
     p_buffer = torch.empty(n * g * bq * bk, dtype=work, device=q.device)
     ds_buffer = torch.empty_like(p_buffer)
+    # dK and dV block-major, (key block, n, bk, dim): every full block is contiguous, so
+    # baddbmm_ runs as one batched matmul (into a strided slice of (n, S, dim) it would
+    # fall back to one small matmul per batch-head).
+    n_kb = -(-S // bk)
+    dk_blocks = torch.zeros(n_kb, n, bk, E, dtype=work, device=q.device)
+    dv_blocks = torch.zeros(n_kb, n, bk, Ev, dtype=work, device=q.device)
 
     for i0 in range(0, L, bq):
         i1 = min(i0 + bq, L)
         nq = i1 - i0
-        q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)
+        q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)  # the g heads of a group stacked
         do_blk = grad_out[:, :, i0:i1].reshape(n, g * nq, Ev)
         lse_blk = lse2[:, :, i0:i1].reshape(n, g * nq, 1)
         d_blk = delta[:, :, i0:i1].reshape(n, g * nq, 1)
-        dq_blk = dq[:, 0, i0:i1] if g == 1 else torch.zeros(n, g * nq, E, dtype=work, device=q.device)
+        dq_blk = torch.zeros(n, g * nq, E, dtype=work, device=q.device)
         for j0 in range(0, plan.key_end(i1, S), bk):
             j1 = min(j0 + bk, S)
+            dk_j, dv_j = dk_blocks[j0 // bk, :, : j1 - j0], dv_blocks[j0 // bk, :, : j1 - j0]
             p, _ = plan.scores(p_buffer, q_blk, k_t, i0, i1, j0, j1, n, g)
             p.sub_(lse_blk).exp2_()  # P, (n, g*nq, nk); 0 where masked
-            dv[:, j0:j1].baddbmm_(p.transpose(1, 2), do_blk)  # dV += P^T dO
+            dv_j.baddbmm_(p.transpose(1, 2), do_blk)  # dV += P^T dO
             ds = ds_buffer[: p.numel()].view_as(p)
             torch.baddbmm(ds, do_blk, v_t[:, :, j0:j1], beta=0, out=ds)  # dP = dO V^T
             ds.sub_(d_blk).mul_(p)  # dS = P * (dP - D)
             dq_blk.baddbmm_(ds, k[:, j0:j1], alpha=plan.scale)  # dQ += dS K * scale
-            dk[:, j0:j1].baddbmm_(ds.transpose(1, 2), q_blk, alpha=plan.scale)  # dK += dS^T Q
-        if g != 1:
-            dq[:, :, i0:i1] = dq_blk.view(n, g, nq, E)
+            dk_j.baddbmm_(ds.transpose(1, 2), q_blk, alpha=plan.scale)  # dK += dS^T Q * scale
+        dq[:, :, i0:i1] = dq_blk.view(n, g, nq, E)
+    dk = dk_blocks.transpose(0, 1).reshape(n, n_kb * bk, E)[:, :S]
+    dv = dv_blocks.transpose(0, 1).reshape(n, n_kb * bk, Ev)[:, :S]
     return dq, dk, dv
 
 
