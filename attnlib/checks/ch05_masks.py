@@ -8,6 +8,7 @@ import torch
 
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.masks import causal_mask, padding_mask
 
 # --------------------------------------------------------------------------- ex-05-1 padding mask
@@ -32,6 +33,7 @@ register(
             Case("lengths [2, 5, 4] padded to 5 (one full row)", _lengths([2, 5, 4], 5)),
             Case("lengths [0, 2] padded to 3 (an empty sequence)", _lengths([0, 2], 3)),
             Case("hidden: lengths [6, 1, 3, 6] padded to 7", _lengths([6, 1, 3, 6], 7), hidden=True),
+            Case("hidden: one position, lengths [1, 0, 1]", _lengths([1, 0, 1], 1), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -51,7 +53,14 @@ register(
                 "one row per sequence: compare arange(max_len)[None, :] with lengths[:, None].",
             ),
         ],
-        hint="compare torch.arange(max_len) with the lengths, broadcasting to (B, max_len).",
+        forbidden=("attnlib.masks.padding_mask", "attnlib.padding_mask"),
+        hints=(
+            "a position is a real token exactly when its index is smaller than its sequence's length; "
+            "the mask holds True/False.",
+            "compare a row of positions 0 .. max_len-1 with a column of lengths: broadcasting gives "
+            "one row per sequence.",
+            "torch.arange(max_len)[None, :] < lengths[:, None], shape (B, max_len), dtype bool.",
+        ),
     )
 )
 
@@ -74,6 +83,8 @@ register(
             Case("5 queries, 2 keys", lambda: (5, 2)),
             Case("hidden: square 6 x 6", lambda: (6, 6), hidden=True),
             Case("hidden: 2 queries, 7 keys", lambda: (2, 7), hidden=True),
+            Case("hidden: one query, one key", lambda: (1, 1), hidden=True),
+            Case("hidden: 6 queries, 1 key", lambda: (6, 1), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -99,7 +110,14 @@ register(
                 "is_causal); the bottom-right alignment is the KV-cache variant.",
             ),
         ],
-        hint="torch.tril of a (q_len, k_len) matrix of True keeps j <= i.",
+        forbidden=("attnlib.masks.causal_mask", "attnlib.causal_mask"),
+        hints=(
+            "query i may look at itself and at earlier keys, never at later ones; True means may attend.",
+            "entry (i, j) is True when j <= i, counted from the top left whatever the number of keys: "
+            "a lower triangle that includes the diagonal.",
+            "torch.tril(torch.ones(q_len, k_len, dtype=torch.bool)), or arange(k_len)[None, :] <= "
+            "arange(q_len)[:, None].",
+        ),
     )
 )
 
@@ -139,9 +157,7 @@ def _inverted(query, key, value, mask):
 
 
 def _unscaled(query, key, value, mask):
-    return scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, scale=1.0, return_weights=True
-    )
+    return scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0, return_weights=True)
 
 
 def _attention_inputs(q_shape, k_shape, v_shape, mask, seed):
@@ -153,6 +169,16 @@ def _attention_inputs(q_shape, k_shape, v_shape, mask, seed):
         return q, k, v, mask()
 
     return make
+
+
+def _attention_inputs_scaled(q_shape, k_shape, v_shape, mask, seed, scale):
+    make = _attention_inputs(q_shape, k_shape, v_shape, mask, seed)
+
+    def scaled():
+        q, k, v, m = make()
+        return q * scale, k * scale, v, m
+
+    return scaled
 
 
 def _key_padding_3d():
@@ -186,6 +212,13 @@ register(
             Case(
                 "a fully masked query row: L=3, S=4, row 1 may attend to nothing",
                 _attention_inputs((3, 6), (4, 6), (4, 3), _with_empty_row, 2),
+            ),
+            Case(
+                "hidden: one query, S=3, large scores (in the hundreds)",
+                _attention_inputs_scaled(
+                    (1, 8), (3, 8), (3, 2), lambda: torch.tensor([[True, False, True]]), 4, 12.0
+                ),
+                hidden=True,
             ),
             Case(
                 "hidden: B=3, h=2, L=2, S=5, key mask (B, 1, 1, S), one empty sequence",
@@ -223,7 +256,14 @@ register(
                 "divide the scores q k^T by sqrt(d_k), the size of the last axis of query.",
             ),
         ],
-        hint="scores = q k^T / sqrt(d_k); set the blocked scores to -inf; softmax over the keys; "
-        "zero the rows with no allowed key; output = weights @ value. Return (output, weights).",
+        forbidden=ATTENTION_IMPLEMENTATIONS + ("attnlib.functional.masked_softmax", "attnlib.masked_softmax"),
+        hints=(
+            "a blocked key must get weight exactly 0 while the allowed keys of the row still share "
+            "all of the weight; a row with no allowed key gets zero weights and a zero output.",
+            "block before the softmax, not after, with a score no allowed key can lose to (-inf); "
+            "a row of only -inf gives NaN, so zero such rows afterwards.",
+            "scores = q k^T / sqrt(d_k); set the blocked scores to -inf; softmax over the keys; "
+            "zero the rows with no allowed key; output = weights @ value. Return (output, weights).",
+        ),
     )
 )

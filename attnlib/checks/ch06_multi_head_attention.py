@@ -8,6 +8,7 @@ import torch
 
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.modules import merge_heads as _merge
 from attnlib.modules import split_heads as _split
 
@@ -41,6 +42,11 @@ def _split_forgot_transpose(x, num_heads):
     return x.reshape(B, L, num_heads, D // num_heads)  # (B, L, h, d)
 
 
+def _split_transpose_first(x, num_heads):
+    B, L, D = x.shape
+    return x.transpose(1, 2).reshape(B, num_heads, L, D // num_heads)  # (B, D, L) cut into rows
+
+
 def _split_interleaved(x, num_heads):
     B, L, D = x.shape
     return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)  # head j: features j::h
@@ -56,6 +62,8 @@ register(
             Case("B=1, L=5, h*d=6 into h=3 heads of d=2", _split_inputs((1, 5, 6), 3, 1)),
             Case("B=2, L=4, h*d=12 into h=4 heads of d=3", _split_inputs((2, 4, 12), 4, 2)),
             Case("hidden: B=3, L=2, h*d=10 into h=5 heads", _split_inputs((3, 2, 10), 5, 3), hidden=True),
+            Case("hidden: one token, B=2, h*d=6 into h=2", _split_inputs((2, 1, 6), 2, 4), hidden=True),
+            Case("hidden: one head, B=2, L=3, d=4", _split_inputs((2, 3, 4), 1, 5), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -77,8 +85,21 @@ register(
                 "head j owns the contiguous block of features j*d .. (j+1)*d - 1: view (B, L, h, d), "
                 "not (B, L, d, h).",
             ),
+            Misconception(
+                "transposed before reshaping (features and tokens mixed)",
+                _split_transpose_first,
+                "cut the feature axis into heads first, while the tokens are still on axis 1: "
+                "view (B, L, h, d), then move the head axis forward.",
+            ),
         ],
-        hint="x.view(B, L, h, d).transpose(1, 2) with d = (h*d) // h.",
+        forbidden=("attnlib.modules.split_heads", "attnlib.split_heads"),
+        hints=(
+            "each token's h*d features are h blocks of d, one block per head; the heads become a "
+            "separate axis in front of the tokens.",
+            "a reshape only regroups numbers in memory order (B, L, h*d): cut the last axis into "
+            "(h, d) first, then swap the token and head axes.",
+            "x.view(B, L, h, d).transpose(1, 2) with d = (h*d) // h.",
+        ),
     )
 )
 
@@ -104,6 +125,10 @@ def _merge_sum(x):
     return x.sum(dim=1)  # (B, L, d): heads added instead of concatenated
 
 
+def _merge_mean(x):
+    return x.mean(dim=1)  # (B, L, d): heads averaged
+
+
 register(
     Exercise(
         id="ex-06-2",
@@ -114,6 +139,8 @@ register(
             Case("B=1, h=3, L=5, d=2 -> (1, 5, 6)", _features((1, 3, 5, 2), 11)),
             Case("B=2, h=4, L=4, d=3 -> (2, 4, 12)", _features((2, 4, 4, 3), 12)),
             Case("hidden: B=3, h=5, L=2, d=2", _features((3, 5, 2, 2), 13), hidden=True),
+            Case("hidden: one token, B=2, h=3, d=2", _features((2, 3, 1, 2), 14), hidden=True),
+            Case("hidden: square h = d = L = 3, B=1", _features((1, 3, 3, 3), 15), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -134,8 +161,21 @@ register(
                 "multi-head attention concatenates the heads: the result has h*d features, one "
                 "block per head.",
             ),
+            Misconception(
+                "heads averaged instead of concatenated",
+                _merge_mean,
+                "multi-head attention concatenates the heads: the result has h*d features, one "
+                "block per head, not their mean.",
+            ),
         ],
-        hint="x.transpose(1, 2).contiguous().view(B, L, h * d).",
+        forbidden=("attnlib.modules.merge_heads", "attnlib.merge_heads"),
+        hints=(
+            "merging undoes the split: each token gets back one vector made of its h head outputs "
+            "side by side.",
+            "bring the tokens back in front of the heads first; only then can a reshape glue each "
+            "token's h blocks of d features together (transposed tensors need .contiguous() or reshape).",
+            "x.transpose(1, 2).contiguous().view(B, L, h * d).",
+        ),
     )
 )
 
@@ -173,6 +213,19 @@ def multi_head_attention(
     return _forward(x, w_q, w_k, w_v, w_o, num_heads)
 
 
+def _forward_softmax_over_queries(x, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(x @ w, num_heads) for w in (w_q, w_k, w_v))  # (B, h, L, d)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2)  # over queries
+    return _merge(weights @ v) @ w_o
+
+
+def _forward_one_big_head(x, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (B, L, h*d): never split into heads
+    d_k = q.shape[-1] // num_heads
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1)
+    return (weights @ v) @ w_o
+
+
 def _mha_inputs(B, L, d_model, h, d_k, d_v, seed):
     def make():
         g = torch.Generator().manual_seed(seed)
@@ -205,6 +258,7 @@ register(
                 _mha_inputs(2, 5, 12, 4, 3, 3, 23),
                 hidden=True,
             ),
+            Case("hidden: one token, B=2, d_model=6, h=2", _mha_inputs(2, 1, 6, 2, 3, 3, 24), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -216,8 +270,7 @@ register(
             Misconception(
                 "heads split by viewing (B, h, L, d) directly, without a transpose",
                 lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, split=_split_no_transpose_view),
-                "split with .view(B, L, h, d).transpose(1, 2): a direct view to (B, h, L, d) mixes "
-                "tokens.",
+                "split with .view(B, L, h, d).transpose(1, 2): a direct view to (B, h, L, d) mixes tokens.",
             ),
             Misconception(
                 "heads merged without transposing back",
@@ -247,8 +300,26 @@ register(
                 lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, project=False),
                 "after merging the heads, multiply by W_O (h*d_v, d_model).",
             ),
+            Misconception(
+                "softmax over the wrong axis (over the queries)",
+                _forward_softmax_over_queries,
+                "each query's weights over the keys sum to 1: softmax along the last axis (dim=-1).",
+            ),
+            Misconception(
+                "the heads are never split (one big head)",
+                _forward_one_big_head,
+                "split the projections into h heads of d_k features and attend within each head; one "
+                "softmax over all h*d_k features is single-head attention.",
+            ),
         ],
-        hint="project (x @ w_q etc.), split into h heads, softmax(q k^T / sqrt(d_k)) v per head, "
-        "merge the heads, multiply by w_o.",
+        forbidden=ATTENTION_IMPLEMENTATIONS,
+        hints=(
+            "h small attentions side by side: each head attends with its own slice of the "
+            "projected features, and W_O mixes the heads back together.",
+            "project once, split each projection into heads (B, h, L, d), run scaled dot-product "
+            "attention per head with d_k the size of one head, merge, then the output projection.",
+            "split(x @ w_q), split(x @ w_k), split(x @ w_v); softmax(q k^T / sqrt(d_k), dim=-1) v; "
+            "merge; @ w_o.",
+        ),
     )
 )
