@@ -14,6 +14,7 @@ from attnlib.chapters.cross_attention import (
 )
 from attnlib.chapters.seq2seq import BOS, EOS, PAD
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 
 # --------------------------------------------------------------------------- ex-07-1 cross-attention forward
 
@@ -65,6 +66,13 @@ def _softmax_over_targets(dec, enc, w_q, w_k, w_v, mask):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, T, S)
     scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
     weights = torch.softmax(scores, dim=-2)  # over the T target positions: wrong
+    return weights @ v, weights
+
+
+def _mask_after_softmax(dec, enc, w_q, w_k, w_v, mask):
+    q, k, v = dec @ w_q, enc @ w_k, enc @ w_v
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    weights = weights * mask[:, None, :]  # zeroed, not renormalised
     return weights @ v, weights
 
 
@@ -134,11 +142,25 @@ register(
                 "each target position's weights are a distribution over the S source positions:"
                 " softmax over the last axis (dim=-1) of the (B, T, S) scores.",
             ),
+            Misconception(
+                "the mask is applied after the softmax (rows no longer sum to 1)",
+                _mask_after_softmax,
+                "mask the scores with -inf before the softmax, so that the real source positions"
+                " share all of the weight.",
+            ),
         ],
         rtol=1e-6,
         atol=1e-9,
-        hint="q = decoder_states @ w_q (B, T, d_k); k, v from encoder_states (B, S, ...); scores"
-        " (B, T, S) / sqrt(d_k), -inf where source_mask[:, None, :] is False, softmax over S, then @ v.",
+        forbidden=ATTENTION_IMPLEMENTATIONS + ("attnlib.chapters.cross_attention.cross_attention",),
+        hints=(
+            "the decoder asks, the encoder answers: queries come from the target side, keys and"
+            " values from the source side, and padded source positions get no weight.",
+            "project the three, compare every target position with every source position (B, T, S),"
+            " scale by the size of one query, block the padding before a softmax over the source"
+            " axis, then average the values.",
+            "q = decoder_states @ w_q (B, T, d_k); k, v from encoder_states (B, S, ...); scores"
+            " (B, T, S) / sqrt(d_k), -inf where source_mask[:, None, :] is False, softmax over S, then @ v.",
+        ),
     )
 )
 
@@ -161,10 +183,14 @@ register(
         reference=source_key_mask,
         cases=[
             Case("lengths [3, 1, 4], S=4", lambda: _mask_inputs([3, 1, 4], 4)),
-            Case("lengths [2, 5], S=6 (the last column is padding everywhere)",
-                 lambda: _mask_inputs([2, 5], 6)),
+            Case(
+                "lengths [2, 5], S=6 (the last column is padding everywhere)", lambda: _mask_inputs([2, 5], 6)
+            ),
             Case("one sequence without padding: lengths [3], S=3", lambda: _mask_inputs([3], 3)),
             Case("hidden: lengths [4, 2, 5, 1], S=5", lambda: _mask_inputs([4, 2, 5, 1], 5), hidden=True),
+            Case(
+                "hidden: an empty source, lengths [0, 2], S=2", lambda: _mask_inputs([0, 2], 2), hidden=True
+            ),
         ],
         misconceptions=[
             Misconception(
@@ -196,8 +222,19 @@ register(
                 " Use (B, 1, 1, S).",
             ),
         ],
-        hint="positions = torch.arange(S); mask = positions[None, :] < src_lengths[:, None] is (B, S);"
-        " then add the head and target axes.",
+        forbidden=(
+            "attnlib.chapters.cross_attention.source_key_mask",
+            "attnlib.masks.padding_mask",
+            "attnlib.padding_mask",
+        ),
+        hints=(
+            "a source position may be attended when it holds a real token, i.e. its index is below"
+            " that sequence's length; the mask must broadcast against scores (B, h, T, S).",
+            "build the (B, S) comparison of positions with lengths, then give it size-1 axes for the"
+            " heads and the target positions.",
+            "positions = torch.arange(S); mask = positions[None, :] < src_lengths[:, None] is (B, S);"
+            " then mask[:, None, None, :] -> (B, 1, 1, S), dtype bool.",
+        ),
     )
 )
 
@@ -210,8 +247,9 @@ def _decode_inputs(batch_size, src_len, seed, eos_bias, max_len):
     return model.step, model.initial_state(), batch_size, max_len
 
 
-def _greedy_variant(step, state, batch_size, max_len, *, pad_after=True, pad_eos=False, feed_bos=False,
-                    stop_batch=False):
+def _greedy_variant(
+    step, state, batch_size, max_len, *, pad_after=True, pad_eos=False, feed_bos=False, stop_batch=False
+):
     prev = torch.full((batch_size,), BOS, dtype=torch.long)
     finished = torch.zeros(batch_size, dtype=torch.bool)
     out = []
@@ -235,13 +273,25 @@ register(
         function="greedy_decode",
         reference=greedy_decode_steps,
         cases=[
-            Case("4 sequences, max_len=8 (seed 7): they end at different steps",
-                 lambda: _decode_inputs(4, 5, 7, 0.0, 8)),
-            Case("4 sequences, max_len=8 (seed 12): one never ends",
-                 lambda: _decode_inputs(4, 5, 12, 0.0, 8)),
+            Case(
+                "4 sequences, max_len=8 (seed 7): they end at different steps",
+                lambda: _decode_inputs(4, 5, 7, 0.0, 8),
+            ),
+            Case(
+                "4 sequences, max_len=8 (seed 12): one never ends", lambda: _decode_inputs(4, 5, 12, 0.0, 8)
+            ),
             Case("4 sequences, max_len=6 (seed 2, EOS bias 1)", lambda: _decode_inputs(4, 5, 2, 1.0, 6)),
-            Case("hidden: 4 sequences, max_len=8 (seed 17, EOS bias 1)",
-                 lambda: _decode_inputs(4, 5, 17, 1.0, 8), hidden=True),
+            Case(
+                "hidden: 4 sequences, max_len=8 (seed 17, EOS bias 1)",
+                lambda: _decode_inputs(4, 5, 17, 1.0, 8),
+                hidden=True,
+            ),
+            Case("hidden: one sequence, one step", lambda: _decode_inputs(1, 3, 5, 0.0, 1), hidden=True),
+            Case(
+                "hidden: 3 sequences, max_len=10 (seed 4, EOS bias 2)",
+                lambda: _decode_inputs(3, 4, 4, 2.0, 10),
+                hidden=True,
+            ),
         ],
         misconceptions=[
             Misconception(
@@ -266,11 +316,17 @@ register(
                 " and PAD only the finished rows.",
             ),
         ],
-        hint="prev = BOS for every row; repeat max_len times: logits, state = step(prev, state);"
-        " token = argmax; PAD where already finished; record; mark EOS as finished; prev = token.",
+        forbidden=("attnlib.chapters.cross_attention.greedy_decode_steps",),
+        hints=(
+            "at inference there is no gold token: each step's most likely token is the next step's"
+            " input, and a finished sequence writes only PAD after its EOS.",
+            "keep, for every row, whether it has produced EOS yet; run all max_len steps for the whole"
+            " batch, and keep the EOS itself.",
+            "prev = BOS for every row; repeat max_len times: logits, state = step(prev, state);"
+            " token = argmax; PAD where already finished; record; mark EOS as finished; prev = token.",
+        ),
     )
 )
-
 
 
 # --------------------------------------------------------------------------- ex-07-4 which mask where
@@ -294,6 +350,11 @@ register(
             Case("lengths [1, 4, 2], S=5, T=4", lambda: _masks_inputs([1, 4, 2], 5, 4)),
             Case("one pair, S=2, T=5 (more targets than sources)", lambda: _masks_inputs([2], 2, 5)),
             Case("hidden: lengths [5, 3], S=6, T=6", lambda: _masks_inputs([5, 3], 6, 6), hidden=True),
+            Case(
+                "hidden: one target position, lengths [1, 3], S=3, T=1",
+                lambda: _masks_inputs([1, 3], 3, 1),
+                hidden=True,
+            ),
         ],
         misconceptions=[
             Misconception(
@@ -314,9 +375,18 @@ register(
             Misconception(
                 "the causal mask is transposed (upper triangular: attends to the future)",
                 lambda lengths, S, T: (
-                    torch.ones(T, T, dtype=torch.bool).triu(), source_key_mask(lengths, S)
+                    torch.ones(T, T, dtype=torch.bool).triu(),
+                    source_key_mask(lengths, S),
                 ),
                 "row t (the query) may see columns j <= t: torch.tril, not torch.triu.",
+            ),
+            Misconception(
+                "the two masks returned in the wrong order (cross mask first)",
+                lambda lengths, S, T: (
+                    source_key_mask(lengths, S),
+                    torch.ones(T, T, dtype=torch.bool).tril(),
+                ),
+                "return (self_mask, cross_mask): the decoder's causal (T, T) mask first.",
             ),
             Misconception(
                 "the cross mask has shape (B, S): not broadcast over heads and targets",
@@ -324,7 +394,14 @@ register(
                 "give the cross mask size-1 axes for heads and target positions: (B, 1, 1, S).",
             ),
         ],
-        hint="self_mask = torch.ones(T, T, dtype=torch.bool).tril(); cross_mask = the (B, 1, 1, S)"
-        " source mask of exercise 07.2.",
+        forbidden=("attnlib.chapters.cross_attention.decoder_masks",),
+        hints=(
+            "the decoder's self-attention must not see the future of the target; the cross"
+            " attention reads a source that is known in full and only has to skip its padding.",
+            "return two masks, in this order: one (T, T) for the self-attention, one that broadcasts"
+            " against (B, h, T, S) for the cross attention.",
+            "self_mask = torch.ones(T, T, dtype=torch.bool).tril(); cross_mask = the (B, 1, 1, S)"
+            " source mask of exercise 07.2.",
+        ),
     )
 )
