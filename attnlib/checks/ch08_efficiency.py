@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.efficient import online_softmax_update, tile_step, tiled_attention
 
 # --------------------------------------------------------------------------- ex-08-1 online softmax
@@ -49,15 +50,31 @@ register(
         function="online_softmax_step",
         reference=online_softmax_step,
         cases=[
-            Case("the first block: m = -inf, l = 0, block [1, 3, 2]", _state(-math.inf, 0.0,
-                                                                             [1.0, 3.0, 2.0])),
+            Case(
+                "the first block: m = -inf, l = 0, block [1, 3, 2]", _state(-math.inf, 0.0, [1.0, 3.0, 2.0])
+            ),
             Case("a new maximum: m = 2, l = 1.5, block [0.5, 4]", _state(2.0, 1.5, [0.5, 4.0])),
-            Case("no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]",
-                 _state(5.0, 2.25, [1.0, -2.0, 4.5])),
-            Case("hidden: large scores, m = 700, l = 3, block [710, 690]",
-                 _state(700.0, 3.0, [710.0, 690.0]), hidden=True),
-            Case("hidden: a masked key, m = 1, l = 1, block [-inf, 2, 0]",
-                 _state(1.0, 1.0, [-math.inf, 2.0, 0.0]), hidden=True),
+            Case("no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]", _state(5.0, 2.25, [1.0, -2.0, 4.5])),
+            Case(
+                "hidden: large scores, m = 700, l = 3, block [710, 690]",
+                _state(700.0, 3.0, [710.0, 690.0]),
+                hidden=True,
+            ),
+            Case(
+                "hidden: a masked key, m = 1, l = 1, block [-inf, 2, 0]",
+                _state(1.0, 1.0, [-math.inf, 2.0, 0.0]),
+                hidden=True,
+            ),
+            Case(
+                "hidden: a block of one score, m = 0.5, l = 2, block [3]",
+                _state(0.5, 2.0, [3.0]),
+                hidden=True,
+            ),
+            Case(
+                "hidden: a smaller block, m = 4, l = 1.25, block [1, 2]",
+                _state(4.0, 1.25, [1.0, 2.0]),
+                hidden=True,
+            ),
         ],
         misconceptions=[
             Misconception(
@@ -88,7 +105,14 @@ register(
         ],
         rtol=1e-9,
         atol=1e-12,
-        hint="m_new = max(m, max(block)); l_new = l * exp(m - m_new) + sum(exp(block - m_new)).",
+        forbidden=("attnlib.efficient.online_softmax_update", "attnlib.efficient.online_softmax_numpy"),
+        hints=(
+            "l is a sum of exponentials measured from the running maximum m; when a new block raises"
+            " the maximum, the old sum must be re-measured from the new one.",
+            "the new maximum is the larger of the old one and the block's; every old term shrinks by"
+            " the same factor, which is at most 1.",
+            "m_new = max(m, max(block)); l_new = l * exp(m - m_new) + sum(exp(block - m_new)).",
+        ),
     )
 )
 
@@ -114,9 +138,11 @@ def _tile_inputs(shape_q, bk, dv, first, seed):
         else:  # the state left by an earlier tile of keys
             k0 = torch.randn(*lead, bk, d, generator=g, dtype=torch.float64)
             v0 = torch.randn(*lead, bk, dv, generator=g, dtype=torch.float64)
-            start = (torch.full((*lead, bq, 1), -math.inf, dtype=torch.float64),
-                     torch.zeros(*lead, bq, 1, dtype=torch.float64),
-                     torch.zeros(*lead, bq, dv, dtype=torch.float64))
+            start = (
+                torch.full((*lead, bq, 1), -math.inf, dtype=torch.float64),
+                torch.zeros(*lead, bq, 1, dtype=torch.float64),
+                torch.zeros(*lead, bq, dv, dtype=torch.float64),
+            )
             m, l, acc = tile_step(*start, q, 2.0 * k0, v0)
         return m, l, acc, q, k, v
 
@@ -128,6 +154,13 @@ def _tile_no_acc_rescale(m, l, acc, q, k, v):
     shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
     p = torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) - shift)
     return m_new, l_new, acc + p @ v
+
+
+def _tile_no_l_rescale(m, l, acc, q, k, v):
+    m_new, _, acc_new = tile_step(m, l, acc, q, k, v)
+    shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
+    p = torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) - shift)
+    return m_new, l + p.sum(dim=-1, keepdim=True), acc_new
 
 
 def _tile_unscaled(m, l, acc, q, k, v):
@@ -149,16 +182,21 @@ register(
         function="tile_update",
         reference=tile_update,
         cases=[
-            Case("the first tile: 4 queries, 3 keys, d = 8 (m = -inf, l = 0, acc = 0)",
-                 _tile_inputs((4, 8), 3, 5, True, 0)),
-            Case("a second tile after an earlier one: 4 queries, 6 keys",
-                 _tile_inputs((4, 8), 6, 5, False, 1)),
-            Case("batched heads: (2, 3) x 5 queries, 4 keys, d = 6",
-                 _tile_inputs((2, 3, 5, 6), 4, 2, False, 2)),
-            Case("hidden: one query, 7 keys, later tile", _tile_inputs((1, 16), 7, 3, False, 3),
-                 hidden=True),
-            Case("hidden: batch 2, first tile", _tile_inputs((2, 3, 4), 5, 4, True, 4),
-                 hidden=True),
+            Case(
+                "the first tile: 4 queries, 3 keys, d = 8 (m = -inf, l = 0, acc = 0)",
+                _tile_inputs((4, 8), 3, 5, True, 0),
+            ),
+            Case(
+                "a second tile after an earlier one: 4 queries, 6 keys", _tile_inputs((4, 8), 6, 5, False, 1)
+            ),
+            Case(
+                "batched heads: (2, 3) x 5 queries, 4 keys, d = 6", _tile_inputs((2, 3, 5, 6), 4, 2, False, 2)
+            ),
+            Case("hidden: one query, 7 keys, later tile", _tile_inputs((1, 16), 7, 3, False, 3), hidden=True),
+            Case("hidden: batch 2, first tile", _tile_inputs((2, 3, 4), 5, 4, True, 4), hidden=True),
+            Case(
+                "hidden: a tile of one key, later tile", _tile_inputs((2, 3, 4), 1, 2, False, 5), hidden=True
+            ),
         ],
         misconceptions=[
             Misconception(
@@ -166,6 +204,12 @@ register(
                 _tile_no_acc_rescale,
                 "acc holds sums of exp(s - m_old) v; when the maximum grows to m_new, multiply acc "
                 "by exp(m_old - m_new), like l, before adding p @ v_tile.",
+            ),
+            Misconception(
+                "the running sum l is not rescaled when the maximum grows",
+                _tile_no_l_rescale,
+                "l holds sums of exp(s - m_old): multiply it by exp(m_old - m_new) before adding the"
+                " tile's row sums, exactly as acc.",
             ),
             Misconception(
                 "no 1/sqrt(d) scaling of the scores",
@@ -185,8 +229,16 @@ register(
         ],
         rtol=1e-9,
         atol=1e-12,
-        hint="s = q k^T / sqrt(d); m_new = max(m, rowmax(s)); c = exp(m - m_new); "
-        "p = exp(s - m_new); l = c l + rowsum(p); acc = c acc + p @ v. Return (m_new, l, acc).",
+        forbidden=("attnlib.efficient.tile_step",) + ATTENTION_IMPLEMENTATIONS,
+        hints=(
+            "the online softmax of the previous exercise, for a whole tile of queries at once, with"
+            " a running weighted sum of values (acc) next to the running sum l.",
+            "both l and acc were measured from the old maximum: when a row's maximum grows, both"
+            " shrink by the same factor before the tile's contribution is added; acc stays"
+            " unnormalised until the last tile.",
+            "s = q k^T / sqrt(d); m_new = max(m, rowmax(s)); c = exp(m - m_new); "
+            "p = exp(s - m_new); l = c l + rowsum(p); acc = c acc + p @ v. Return (m_new, l, acc).",
+        ),
     )
 )
 
@@ -232,6 +284,11 @@ def _unscaled_decode(query, key, value, cache_k, cache_v):
     return tiled_attention(query, ck, cv, scale=1.0), ck, cv
 
 
+def _old_cache_returned(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
+    return tiled_attention(query, ck, cv), cache_k, cache_v
+
+
 def _causal_top_left(query, key, value, cache_k, cache_v):
     ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
     return tiled_attention(query, ck, cv, is_causal=True), ck, cv
@@ -246,8 +303,8 @@ register(
             Case("B=1, H=2, 5 cached positions, d=4", _decode_inputs(1, 2, 5, 4, 4, 0)),
             Case("B=2, H=3, 1 cached position, d=8, dv=3", _decode_inputs(2, 3, 1, 8, 3, 1)),
             Case("an empty cache: B=1, H=1, d=4", _decode_inputs(1, 1, 0, 4, 2, 2)),
-            Case("hidden: B=3, H=2, 9 cached positions", _decode_inputs(3, 2, 9, 6, 5, 3),
-                 hidden=True),
+            Case("hidden: B=3, H=2, 9 cached positions", _decode_inputs(3, 2, 9, 6, 5, 3), hidden=True),
+            Case("hidden: an empty cache, B=2, H=2", _decode_inputs(2, 2, 0, 3, 3, 4), hidden=True),
         ],
         misconceptions=[
             Misconception(
@@ -271,10 +328,23 @@ register(
                 "one new query is the *last* position: it may attend to every cached key; a causal "
                 "mask for decoding must be aligned at the lower right (diagonal = P).",
             ),
+            Misconception(
+                "the cache is returned without the new key and value",
+                _old_cache_returned,
+                "the next step needs this token's key and value too: return the appended caches,"
+                " (B, H, P+1, d) and (B, H, P+1, dv).",
+            ),
         ],
         rtol=1e-9,
         atol=1e-12,
-        hint="cache_k = cat([cache_k, key], dim=-2) (same for values); weights = "
-        "softmax(query @ cache_k^T / sqrt(d)); output = weights @ cache_v. Return all three.",
+        forbidden=("attnlib.efficient.decode_step", "attnlib.efficient.KVCache"),
+        hints=(
+            "the new token's key and value join the cache first (it may attend to itself), then its"
+            " one query attends to every position in the cache.",
+            "append along the sequence axis (dim=-2), the new position last; a single query that is"
+            " the last position needs no mask.",
+            "cache_k = cat([cache_k, key], dim=-2) (same for values); weights = "
+            "softmax(query @ cache_k^T / sqrt(d)); output = weights @ cache_v. Return all three.",
+        ),
     )
 )
