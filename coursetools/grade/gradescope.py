@@ -344,7 +344,9 @@ def run(root: Path, assignment: str) -> dict:
         out = work / "graded"
         runner = grader_module("runner")
         batch = grader_module("batch")
-        settings = runner.Settings(out=out, hide=[str(root / "results"), str(root / "submission")])
+        settings = runner.Settings(
+            out=out, isolation="auto", hide=[str(root / "results"), str(root / "submission")]
+        )
         records = batch.grade(assignment, subs, out, 1, True, settings, quiet=True)
         data = results_json(records[0])
     except Exception as exc:  # noqa: BLE001 - Gradescope must get a results.json in every case

@@ -206,7 +206,15 @@ def test_a_canvas_zip_is_graded_end_to_end(tmp_path):
     out = tmp_path / "out"
     result = intake.collect(_zip(tmp_path / "c.zip", members, when), out / "submissions", STEM)
     batch, runner = grader_module("batch"), grader_module("runner")
-    batch.grade(STEM, result.folder, out, 1, False, runner.Settings(out=out, timeout_total=60), quiet=True)
+    batch.grade(
+        STEM,
+        result.folder,
+        out,
+        1,
+        False,
+        runner.Settings(out=out, timeout_total=60, isolation="auto"),
+        quiet=True,
+    )
     intake.write_roster(out, result)
     intake.annotate_gradebook(out)
     with open(out / "grades.csv", newline="") as fh:
