@@ -244,8 +244,8 @@ register(
         ],
         forbidden=LOGSUMEXP_IMPLEMENTATIONS,
         hints=(
-            "log(sum(exp(x))) overflows for large x; pull a constant out of the exponentials first "
-            "and add it back outside the log.",
+            "the exponential of a large score overflows; pull one constant per row out of the "
+            "exponentials first and add it back outside the logarithm.",
             "with m the maximum of each row, log(sum(exp(x))) = m + log(sum(exp(x - m))); the result "
             "has one number per row, shape x.shape[:-1].",
             "m = x.max(axis=-1, keepdims=True); (m + log(exp(x - m).sum(axis=-1, keepdims=True)))[..., 0].",

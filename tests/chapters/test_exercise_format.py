@@ -351,3 +351,88 @@ def test_forbidden_call_scores_zero_and_is_named(monkeypatch, capsys):
     source = "import torch\ndef softmax_rows(x):\n    return torch.softmax(torch.as_tensor(x), -1)\n"
     assert evaluate("ex-99-2", lambda x: x, source=source).fraction == 0.0
     assert evaluate("ex-99-2", lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True)).fraction == 1.0
+
+
+# ----------------------------------------------------------------- hints
+
+
+def _hint_texts(exercise):
+    return [*exercise.hint_tiers(), exercise.hint, *(m.hint for m in exercise.misconceptions)]
+
+
+def _printed_forms(value):
+    """How a reference output could appear in a hint: its non-trivial numbers and its rows."""
+    forms = set()
+    items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        if isinstance(item, tuple | dict):
+            forms |= _printed_forms(tuple(item.values()) if isinstance(item, dict) else item)
+            continue
+        if not isinstance(item, np.ndarray):
+            continue
+        if item.dtype.kind in "fc":
+            for x in np.real(item).ravel()[:200]:
+                if np.isfinite(x) and abs(x - round(x)) > 1e-6:  # integers such as 0, 1, 2 are not a giveaway
+                    forms |= {f"{x:.2f}", f"{x:.3f}", f"{x:.4f}"}
+        elif item.ndim >= 1 and item.shape[-1] >= 3:
+            for row in item.reshape(-1, item.shape[-1])[:50]:
+                forms.add(str(row.tolist()))
+    return forms
+
+
+@pytest.mark.parametrize("exercise", list(all_exercises().values()), ids=lambda e: e.id)
+def test_no_hint_prints_the_answer(exercise):
+    texts = [t for t in _hint_texts(exercise) if t]
+    assert texts, f"{exercise.id} has no hint"
+    for text in texts:
+        assert "tensor(" not in text and "array(" not in text, f"{exercise.id}: a hint prints a value: {text}"
+    for case in exercise.cases:
+        expected = to_arrays(exercise.reference(*case.make_inputs()))
+        for form in _printed_forms(expected):
+            for text in texts:
+                found = re.search(rf"(?<![\d.]){re.escape(form)}(?!\d)", text)
+                assert not found, f"{exercise.id}: a hint prints {form}, part of the answer to {case.name!r}"
+
+
+# the exercises whose hints were made tiered (issue 11.6); later exercises join this list
+TIERED = {"ex-00-1", *(f"ex-01-{k}" for k in (1, 2, 3)), *(f"ex-02-{k}" for k in (1, 2, 3, 4))}
+TIERED |= {f"ex-0{c}-{k}" for c in (3, 4, 7) for k in (1, 2, 3, 4)}
+TIERED |= {f"ex-0{c}-{k}" for c in (5, 6, 8) for k in (1, 2, 3)}
+
+
+@pytest.mark.parametrize(
+    "exercise", [e for e in all_exercises().values() if e.id in TIERED], ids=lambda e: e.id
+)
+def test_hints_are_tiered(exercise):
+    """The first hint names the idea; later ones come closer; only the last may show the formula."""
+    tiers = exercise.hint_tiers()
+    assert len(tiers) >= 2, f"{exercise.id}: {len(tiers)} hint tier(s), at least 2 needed"
+    formula = re.compile(r"[=@]|\w\(")  # an assignment, a matrix product or a call such as exp(x - m)
+    assert not formula.search(tiers[0]), f"{exercise.id}: the first hint shows a formula: {tiers[0]}"
+    assert len(set(tiers)) == len(tiers), f"{exercise.id}: repeated hint tiers"
+
+
+def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, monkeypatch):
+    from attnlib.checks import check, core
+
+    tiered = Exercise(
+        id="ex-99-3",
+        function="double",
+        reference=lambda x: 2 * x,
+        cases=[Case("vector", lambda: (np.arange(3.0),))],
+        hints=("twice the input.", "add the input to itself.", "return x + x"),
+    )
+    monkeypatch.setitem(core._REGISTRY, tiered.id, tiered)
+    monkeypatch.setattr(core, "_FAILED_CHECKS", {})
+    check("ex-99-3", lambda x: x)
+    first = capsys.readouterr().out
+    assert "hint 1/3: twice" in first and "hint 2/3" not in first and "next hint" in first
+    check("ex-99-3", lambda x: x)
+    second = capsys.readouterr().out
+    assert "hint 2/3: add" in second and "hint 3/3" not in second
+    check("ex-99-3", lambda x: x)
+    check("ex-99-3", lambda x: x)
+    assert "hint 3/3: return x + x" in capsys.readouterr().out
+    # the grader's feedback (evaluate) shows the first tier only
+    report = evaluate("ex-99-3", lambda x: x).report()
+    assert "hint 1/3" in report and "hint 2/3" not in report
