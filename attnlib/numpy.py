@@ -7,6 +7,7 @@ errors as the PyTorch versions; the checks themselves live in
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -46,6 +47,17 @@ def _as_float(fn: str, **arrays) -> list[np.ndarray]:
     out = {name: np.asarray(a) for name, a in arrays.items()}
     check_floating(fn, [(n, str(a.dtype), np.issubdtype(a.dtype, np.floating)) for n, a in out.items()])
     return list(out.values())
+
+
+def _quiet(fn):
+    """Run ``fn`` without NumPy's floating point warnings: NaN/inf inputs give NaN/inf quietly, as in torch."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _upcast(x: np.ndarray) -> np.ndarray:
@@ -212,6 +224,7 @@ def _scale(fn: str, scale: object, E: int) -> float:
     return float(scale)
 
 
+@_quiet
 def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Dot-product scores ``q_i . k_j``, the NumPy twin of :func:`attnlib.dot_scores`.
 
@@ -244,6 +257,7 @@ def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     return (_upcast(query) @ _t(_upcast(key))).astype(query.dtype)  # (..., L, S)
 
 
+@_quiet
 def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = None) -> np.ndarray:
     """Scaled dot-product scores ``(q_i . k_j) * scale``, the twin of :func:`attnlib.scaled_dot_scores`.
 
@@ -281,6 +295,7 @@ def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = 
     return ((q @ _t(_upcast(key))) * q.dtype.type(scale)).astype(query.dtype)  # (..., L, S)
 
 
+@_quiet
 def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Bilinear scores ``q_i^T W k_j``, the NumPy twin of :func:`attnlib.general_scores`.
 
@@ -325,6 +340,7 @@ def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np
     return out.astype(query.dtype)  # (..., L, S)
 
 
+@_quiet
 def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.ndarray:
     """Cosine similarities, the NumPy twin of :func:`attnlib.cosine_scores`.
 
@@ -364,6 +380,7 @@ def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.n
     return (q @ _t(k)).astype(dtype)  # (..., L, S)
 
 
+@_quiet
 def additive_scores(
     query: np.ndarray, key: np.ndarray, w_query: np.ndarray, w_key: np.ndarray, v: np.ndarray
 ) -> np.ndarray:
@@ -483,6 +500,12 @@ def scaled_dot_product_attention(
 
     out_dtype = query.dtype
     query, key, value = _upcast(query), _upcast(key), _upcast(value)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf inputs give NaN quietly, as in torch
+        return _attend(query, key, value, mask, is_causal, scale, return_weights, out_dtype, L, S)
+
+
+def _attend(query, key, value, mask, is_causal, scale, return_weights, out_dtype, L, S):
+    """The computation of `scaled_dot_product_attention`, on checked and upcast arrays."""
     scores = (query @ _t(key)) * query.dtype.type(scale)  # (..., L, S)
     if is_causal:
         scores = np.where(causal_mask(L, S), scores, -np.inf)  # (..., L, S)
