@@ -417,3 +417,29 @@ def write_report(out: Path, assignment_name: str = "", assignment: Path | None =
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m coursetools.grade report", description="Rewrite OUT/report.html from OUT's records."
+    )
+    parser.add_argument("out", type=Path, help="the grader's output folder")
+    parser.add_argument("--assignment", default=None, help="the exercise notebook or stem (starter code)")
+    args = parser.parse_args(argv)
+    notebook = None
+    if args.assignment:
+        from coursetools.grade.gradescope import ROOT, grader_module
+
+        notebook = Path(grader_module("submission").resolve_assignment(args.assignment, ROOT))
+    path = write_report(args.out, notebook.stem if notebook else "", notebook)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    sys.exit(main())

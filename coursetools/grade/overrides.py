@@ -240,3 +240,25 @@ def apply(out: Path, overrides: Path | None = None, roster: dict[str, dict] | No
         writer.writerows(table)
         _write(grades, buffer.getvalue())
     return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m coursetools.grade.overrides",
+        description="Merge overrides.csv into OUT/grades.csv and the Gradescope results, without regrading.",
+    )
+    parser.add_argument("out", type=Path, help="the grader's output folder")
+    parser.add_argument("--overrides", type=Path, default=None, help="default: OUT/overrides.csv")
+    args = parser.parse_args(argv)
+    problems = apply(args.out, args.overrides)
+    for problem in problems:
+        print(f"overrides: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

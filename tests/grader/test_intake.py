@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import stat
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -194,30 +195,31 @@ def test_the_roster_and_the_gradebook_columns(tmp_path):
 
 @pytest.mark.grader
 @pytest.mark.slow
-def test_a_canvas_zip_is_graded_end_to_end(tmp_path):
-    from coursetools.grade.gradescope import grader_module
-
+def test_a_canvas_zip_is_graded_end_to_end_with_overrides_and_report(tmp_path):
     members = {
         f"lovelaceada_12345_67890_{STEM}.ipynb": _nb(),
         f"turingalan_34567_11111_{STEM}.ipynb": _nb(),  # older: not graded
         f"turingalan_34567_22222_{STEM}.ipynb": _nb(fake_class.ZEROS),
     }
     when = {f"turingalan_34567_22222_{STEM}.ipynb": (2026, 11, 2, 0, 0, 0)}
-    out = tmp_path / "out"
-    result = intake.collect(_zip(tmp_path / "c.zip", members, when), out / "submissions", STEM)
-    batch, runner = grader_module("batch"), grader_module("runner")
-    batch.grade(
-        STEM,
-        result.folder,
-        out,
-        1,
-        False,
-        runner.Settings(out=out, timeout_total=60, isolation="auto"),
-        quiet=True,
-    )
-    intake.write_roster(out, result)
-    intake.annotate_gradebook(out)
-    with open(out / "grades.csv", newline="") as fh:
-        rows = {r["student"]: r for r in csv.DictReader(fh)}
-    assert rows["lovelaceada-12345"]["student_id"] == "12345" and rows["lovelaceada-12345"]["total"] == "1"
-    assert rows["turingalan-34567"]["total"] == "0" and rows["turingalan-34567"]["duplicates"] == "2"
+    download = _zip(tmp_path / "c.zip", members, when)
+    out = tmp_path / "grades"
+    out.mkdir()
+    (out / "overrides.csv").write_text("student,exercise,points,reason\n34567,ex-00-1,0.5,shape right\n")
+    command = [sys.executable, "-m", "coursetools.grade.classroom", STEM, str(download), "--out", str(out)]
+    for _ in range(2):  # the second run keeps every student and the override
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert "turingalan-34567: 3 files" not in proc.stderr and "turingalan-34567: 2 files" in proc.stderr
+        with open(out / "grades.csv", newline="") as fh:
+            rows = {r["student"]: r for r in csv.DictReader(fh)}
+        assert (
+            rows["lovelaceada-12345"]["student_id"] == "12345" and rows["lovelaceada-12345"]["total"] == "1"
+        )
+        turing = rows["turingalan-34567"]
+        assert (
+            turing["duplicates"] == "2"
+            and turing["total"] == "0.5"
+            and "shape right" in turing["adjustments"]
+        )
+        assert (out / "report.html").is_file() and "turingalan-34567" in (out / "roster.csv").read_text()
