@@ -37,6 +37,11 @@ def check_mask_tensor(fn: str, name: str, mask: object, allow_float: bool = True
     allow_float : bool
         Also accept a floating point tensor (an additive mask).
 
+    Returns
+    -------
+    None
+        Returns quietly when ``mask`` is acceptable.
+
     Raises
     ------
     TypeError

@@ -16,6 +16,11 @@ def seed_everything(seed: int) -> None:
     seed : int
         In ``[0, 2**32)``, the range NumPy's legacy generator accepts.
 
+    Returns
+    -------
+    None
+        The three global generators are seeded as a side effect.
+
     Raises
     ------
     TypeError
