@@ -146,13 +146,22 @@ class TransformerBlock(nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.attn.embed_dim:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"TransformerBlock: x must be (B, L, {self.attn.embed_dim}), got {got}")
-        masks = {"attn_mask": attn_mask, "key_mask": key_mask, "is_causal": is_causal}
-        if self.norm_first:
-            x = self._add(x, self.dropout1(self.self_attention(self.norm1(x), **masks)))
+        return self._sublayers(
+            x, lambda y: self.self_attention(y, attn_mask=attn_mask, key_mask=key_mask, is_causal=is_causal)
+        )
+
+    def _sublayers(self, x: torch.Tensor, attend) -> torch.Tensor:
+        """The residual and LayerNorm wiring of the block around ``attend`` and the feed-forward net.
+
+        ``attend`` maps (B, L, D) -> (B, L, D): the self-attention sublayer (with
+        its masks), or its cached version in :meth:`forward_cached`.
+        """
+        if self.norm_first:  # x + sublayer(norm(x))
+            x = self._add(x, self.dropout1(attend(self.norm1(x))))
             if self.linear1 is not None:
                 x = self._add(x, self.dropout2(self.feed_forward(self.norm2(x))))
-        else:
-            x = self.norm1(self._add(x, self.dropout1(self.self_attention(x, **masks))))
+        else:  # norm(x + sublayer(x))
+            x = self.norm1(self._add(x, self.dropout1(attend(x))))
             if self.linear1 is not None:
                 x = self.norm2(self._add(x, self.dropout2(self.feed_forward(x))))
         return x
@@ -182,15 +191,7 @@ class TransformerBlock(nn.Module):
             out = decode_step(q, k, v, cache)  # (B, h, t, d): attends to the cache and itself
             return self.attn.out_proj(merge_heads(out))  # (B, h, t, d) -> (B, t, D)
 
-        if self.norm_first:
-            x = self._add(x, attend(self.norm1(x)))
-            if self.linear1 is not None:
-                x = self._add(x, self.feed_forward(self.norm2(x)))
-        else:
-            x = self.norm1(self._add(x, attend(x)))
-            if self.linear1 is not None:
-                x = self.norm2(self._add(x, self.feed_forward(x)))
-        return x
+        return self._sublayers(x, attend)
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache sized for this block."""
