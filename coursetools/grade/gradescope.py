@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ENV_ROOT = "COURSE_AUTOGRADER_ROOT"
 ENV_PYTHON = "COURSE_AUTOGRADER_PYTHON"
+ENV_ISOLATION = "COURSE_AUTOGRADER_ISOLATION"  # auto (default), namespaces, userns, none
 VENV = "/opt/attention-course/venv"
 PACKAGES = ("attnlib", "coursetools")
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -345,7 +346,9 @@ def run(root: Path, assignment: str) -> dict:
         runner = grader_module("runner")
         batch = grader_module("batch")
         settings = runner.Settings(
-            out=out, isolation="auto", hide=[str(root / "results"), str(root / "submission")]
+            out=out,
+            isolation=os.environ.get(ENV_ISOLATION, "auto"),
+            hide=[str(root / "results"), str(root / "submission")],
         )
         records = batch.grade(assignment, subs, out, 1, True, settings, quiet=True)
         data = results_json(records[0])

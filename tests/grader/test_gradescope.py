@@ -163,7 +163,9 @@ def _unpack(archive: Path, root: Path) -> None:
         (root / folder).mkdir()
 
 
-def _run(root: Path, notebook_bytes: bytes | None, name: str = f"{ASSIGNMENT}.ipynb") -> dict:
+def _run(
+    root: Path, notebook_bytes: bytes | None, name: str = f"{ASSIGNMENT}.ipynb", isolation: str = "auto"
+) -> dict:
     for folder in ("submission", "results"):
         shutil.rmtree(root / folder)
         (root / folder).mkdir()
@@ -174,6 +176,7 @@ def _run(root: Path, notebook_bytes: bytes | None, name: str = f"{ASSIGNMENT}.ip
         "HOME": str(root),
         gradescope.ENV_ROOT: str(root),
         gradescope.ENV_PYTHON: sys.executable,
+        gradescope.ENV_ISOLATION: isolation,
     }
     proc = subprocess.run(
         [str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True, timeout=300
@@ -220,7 +223,8 @@ def test_a_partial_submission_gets_its_share_and_the_named_mistake(tree):
     assert "return a @ np.swapaxes" not in json.dumps(data)  # feedback never shows the solution line
 
 
-def test_a_hostile_submission_cannot_write_its_own_score(tree):
+@pytest.mark.parametrize("isolation", ["auto", "none"])  # none: a container that forbids namespaces
+def test_a_hostile_submission_cannot_write_its_own_score(tree, isolation):
     fake = json.dumps({"score": 100, "tests": []})
     hostile = (
         "import glob, json, os\n"
@@ -234,7 +238,7 @@ def test_a_hostile_submission_cannot_write_its_own_score(tree):
         "import attnlib.checks.core as core\n"
         "core.judge_case = lambda ex, case, got: core.CaseResult(case.name, 'passed')\n" + fake_class.ZEROS
     )
-    data = _run(tree, _nb(hostile))
+    data = _run(tree, _nb(hostile), isolation=isolation)
     assert schema_errors(data) == []
     assert data["score"] == 0
     assert data["tests"] and all(t["score"] == 0 for t in data["tests"])
