@@ -223,3 +223,23 @@ def test_a_canvas_zip_is_graded_end_to_end_with_overrides_and_report(tmp_path):
             and "shape right" in turing["adjustments"]
         )
         assert (out / "report.html").is_file() and "turingalan-34567" in (out / "roster.csv").read_text()
+
+
+def test_only_a_zip_or_lms_names_go_through_intake(tmp_path):
+    from coursetools.grade import classroom
+
+    plain = tmp_path / "plain"
+    (plain / "grace" / "ps00").mkdir(parents=True)
+    (plain / "ada.ipynb").write_bytes(_nb())
+    assert not classroom.needs_intake(plain)
+    assert classroom.prepare(plain, tmp_path / "out", STEM, quiet=True) == plain
+    (plain / f"lovelaceada_12345_67890_{STEM}.ipynb").write_bytes(_nb())
+    assert classroom.needs_intake(plain)
+    moodle = tmp_path / "moodle" / "Ada Lovelace_12345_assignsubmission_file_"
+    moodle.mkdir(parents=True)
+    assert classroom.needs_intake(moodle.parent)
+    zipped = _zip(tmp_path / "d.zip", {"ada.ipynb": _nb()})
+    assert classroom.needs_intake(zipped)
+    staged = classroom.prepare(zipped, tmp_path / "out", STEM, quiet=True)
+    assert staged == tmp_path / "out" / "submissions" and (staged / "ada.ipynb").is_file()
+    assert (tmp_path / "out" / "roster.csv").is_file()
