@@ -55,21 +55,21 @@ def test_attend_mask_and_errors():
         attend(scores, torch.zeros(1, 4, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         attend(torch.zeros(3, dtype=torch.float64), value)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="scores must be a torch.Tensor"):
         attend(np.zeros((2, 3)), value)
 
 
 def test_bahdanau_is_a_qkv_instance():
     """query = decoder state, keys = values = encoder states, additive scores."""
     torch.manual_seed(3)
-    B, S, E_dec, E_enc, H = 2, 7, 5, 6, 4
-    module = attnlib.AdditiveAttention(E_dec, E_enc, H).double()
-    decoder_state = torch.randn(B, E_dec, dtype=torch.float64)  # s_{i-1}
-    encoder_states = torch.randn(B, S, E_enc, dtype=torch.float64)  # h_j
+    B, S, d_dec, d_enc, d_a = 2, 7, 5, 6, 4  # the names of book/notation.md
+    module = attnlib.AdditiveAttention(d_dec, d_enc, d_a).double()
+    decoder_state = torch.randn(B, d_dec, dtype=torch.float64)  # s_{i-1}
+    encoder_states = torch.randn(B, S, d_enc, dtype=torch.float64)  # h_j
     key_mask = attnlib.padding_mask([7, 4], S)
     context, weights = module(decoder_state, encoder_states, key_mask=key_mask)
 
-    query = decoder_state.unsqueeze(1)  # (B, 1, E_dec)
+    query = decoder_state.unsqueeze(1)  # (B, 1, d_dec)
     v = module.v.weight.squeeze(0)
     scores = attnlib.additive_scores(query, encoder_states, module.w_query.weight, module.w_key.weight, v)
     out_qkv, w_qkv = attend(scores, encoder_states, key_mask.unsqueeze(1))
@@ -131,8 +131,10 @@ def test_permutation_keys_and_corruption():
     assert np.array_equal(np.sort(swapped, axis=1), np.sort(keys, axis=1))
     with pytest.raises(ValueError, match=r"\(6,\)"):
         corrupt_queries(keys[0], 0.1, 0, rng)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_pairs >= 1"):
         permutation_keys(0, 6, rng)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        corrupt_queries(keys, -0.1, 0, rng)
 
 
 def test_retrieval_scores_match_attnlib_and_clean_queries_are_found():

@@ -59,6 +59,41 @@ def test_fully_masked_row_is_zero_like_torch_sdpa():
     assert torch.isnan(torch.softmax(torch.full((4,), float("-inf")), -1)).all()
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("mask_kind", ["attn_mask", "key_padding_mask"])
+def test_nn_multihead_attention_fully_masked_row_depends_on_its_settings(
+    need_weights, training, batch_first, grad, mask_kind
+):
+    """Chapter 05's table (torch 2.13): NaN with need_weights=True and on the fast path
+    (eval, batch_first, autograd off); otherwise a zero attention row, i.e. the output
+    projection's bias."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(4, 2, batch_first=batch_first)
+    torch.nn.init.normal_(mha.out_proj.bias)
+    mha.train(training)
+    x = torch.randn(1, 3, 4)
+    x_in = x if batch_first else x.transpose(0, 1)
+    if mask_kind == "attn_mask":
+        kwargs = {"attn_mask": torch.tensor([[False] * 3, [True] * 3, [False] * 3])}
+    else:
+        kwargs = {"key_padding_mask": torch.ones(1, 3, dtype=torch.bool)}
+    with torch.set_grad_enabled(grad):
+        out, w = mha(x_in, x_in, x_in, need_weights=need_weights, **kwargs)
+    row = (out if batch_first else out.transpose(0, 1))[0, 1].detach()
+    fast_path = not training and batch_first and not grad
+    if need_weights or fast_path:
+        assert torch.isnan(row).all()
+    else:
+        assert torch.equal(row, mha.out_proj.bias.detach())
+    if need_weights:
+        assert torch.isnan(w[0, 1]).all()
+    else:
+        assert w is None
+
+
 def test_nn_multihead_attention_gives_nan_on_a_fully_masked_row():
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
