@@ -77,7 +77,6 @@ def test_first_and_previous_batch():
         first_and_previous_batch(4, 1, 5, torch.Generator())
 
 
-
 def test_two_heads_specialise_on_the_toy_task(one_thread):
     model, losses = train_first_and_previous(num_heads=2, steps=200, seed=0)
     assert isinstance(model, FirstAndPrevious) and losses[-1] < losses[0]
@@ -91,3 +90,14 @@ def test_two_heads_specialise_on_the_toy_task(one_thread):
     on_previous = w[:, :, t, t - 1].mean(dim=(0, 2))  # (2,)
     assert on_first.max() > 0.9 and on_previous.max() > 0.9
     assert on_first.argmax() != on_previous.argmax()
+
+
+def test_the_source_chapter_06_displays_fits_the_page():
+    """Chapter 06 prints these three with inspect.getsource: no line may pass 80 columns."""
+    import inspect
+
+    from attnlib.chapters import first_and_previous as fp
+
+    for part in (fp.first_and_previous_batch, fp.FirstAndPrevious, fp.train_first_and_previous):
+        widths = [len(line) for line in inspect.getsource(part).splitlines()]
+        assert max(widths) <= 80, (part.__name__, max(widths))
