@@ -178,7 +178,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """Concatenate the heads again: (B, h, L, d) -> (B, L, h*d), the inverse of :func:`split_heads`.
+    """Concatenate the heads again: (B, h, L, d) -> (B, L, h*d), the inverse of :func:`attnlib.split_heads`.
 
     Parameters
     ----------
@@ -219,7 +219,7 @@ def parameter_count(
     kdim: int | None = None,
     vdim: int | None = None,
 ) -> int:
-    """Number of parameters of :class:`MultiHeadAttention` (and of torch's MultiheadAttention).
+    """Number of parameters of :class:`attnlib.MultiHeadAttention` (and of torch's MultiheadAttention).
 
     Four projections: E*E for queries, kdim*E for keys, vdim*E for values and
     E*E for the output, plus 4E biases. The number of heads does not change it.

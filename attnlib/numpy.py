@@ -226,7 +226,7 @@ def _scale(fn: str, scale: object, E: int) -> float:
 
 @_quiet
 def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Dot-product scores ``q_i . k_j``, the NumPy twin of :func:`attnlib.dot_scores`.
+    """Dot-product scores ``q_i^T k_j``, the NumPy twin of :func:`attnlib.dot_scores`.
 
     Parameters
     ----------
@@ -259,7 +259,7 @@ def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 @_quiet
 def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = None) -> np.ndarray:
-    """Scaled dot-product scores ``(q_i . k_j) * scale``, the twin of :func:`attnlib.scaled_dot_scores`.
+    """Scaled dot-product scores ``(q_i^T k_j) * scale``, the twin of :func:`attnlib.scaled_dot_scores`.
 
     Parameters
     ----------

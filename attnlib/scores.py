@@ -32,7 +32,7 @@ def _check_tensors(fn: str, **tensors: torch.Tensor) -> None:
 
 
 def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """Dot-product scores ``q_i . k_j`` (Luong "dot").
+    """Dot-product scores ``q_i^T k_j`` (Luong "dot").
 
     Parameters
     ----------
@@ -65,7 +65,7 @@ def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 
 def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-    """Scaled dot-product scores ``(q_i . k_j) * scale``, scale defaulting to ``1/sqrt(E)``.
+    """Scaled dot-product scores ``(q_i^T k_j) * scale``, scale defaulting to ``1/sqrt(E)``.
 
     The ``1/sqrt(E)`` keeps the score variance near 1 for unit-variance inputs,
     so the softmax does not saturate as E grows.

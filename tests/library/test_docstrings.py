@@ -79,3 +79,15 @@ def test_one_docstring_style():
                     if d and ("\nArgs:" in "\n" + d or "\nReturns:" in "\n" + d):
                         google.append(f"{name}.{obj_name}.{meth.__name__}")
     assert not google, google
+
+
+def test_api_page_documents_every_public_object(repo_root):
+    page = (repo_root / "book" / "api.md").read_text(encoding="utf-8")
+    import attnlib
+
+    missing = [f"attnlib.{n}" for n in attnlib.__all__ if f"attnlib.{n}\n" not in page]
+    for qualname, _ in public_objects():
+        module, name = qualname.rsplit(".", 1)
+        if name not in attnlib.__all__ and f"{qualname}\n" not in page:
+            missing.append(qualname)
+    assert not missing, f"not on book/api.md: {missing}"
