@@ -24,7 +24,7 @@ register(
             Case("3 vectors against 4 vectors of size 2", lambda: _inputs((3, 2), (4, 2), 0)),
             Case("square: 3 against 3 of size 5", lambda: _inputs((3, 5), (3, 5), 1)),
             Case("a batch of 2: (2, 3, 4) against (2, 6, 4)", lambda: _inputs((2, 3, 4), (2, 6, 4), 2)),
-            Case("hidden: one vector against 5", lambda: _inputs((1, 3), (5, 3), 4), hidden=True),
+            Case("one vector against 5", lambda: _inputs((1, 3), (5, 3), 4)),
             Case(
                 "hidden: square batch (2, 4, 4) against (2, 4, 4)",
                 lambda: _inputs((2, 4, 4), (2, 4, 4), 5),
