@@ -47,9 +47,7 @@ def test_matches_torch_sdpa(shape, mask_kind, mask_dtype, is_causal):
     if mask is not None and mask_dtype == "float":
         mask = bool_to_float_mask(mask) + randn(*mask.shape, seed=5)  # -inf and finite biases
     ref = torch_sdpa_reference(q, k, v, attn_mask=mask, is_causal=is_causal)
-    out, w = scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True
-    )
+    out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True)
     assert out.shape == (B, h, L, Ev) and w.shape == (B, h, L, S)
     assert not torch.isnan(out).any() and not torch.isnan(w).any()
     assert_close64(out, ref)

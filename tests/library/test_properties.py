@@ -35,14 +35,11 @@ def random_mask(seed, shape, p_keep=0.6):
 
 
 @SETTINGS
-@given(B=st.integers(1, 3), L=dims, S=dims, E=dims, seed=seeds, mag=magnitudes,
-       is_causal=st.booleans())
+@given(B=st.integers(1, 3), L=dims, S=dims, E=dims, seed=seeds, mag=magnitudes, is_causal=st.booleans())
 def test_weight_rows_sum_to_one_or_zero(B, L, S, E, seed, mag, is_causal):
     q, k, v = tensors(seed, (B, L, E), (B, S, E), (B, S, 2), magnitude=mag)
     mask = random_mask(seed, (B, L, S))
-    out, w = scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True
-    )
+    out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True)
     allowed = mask & torch.ones(L, S, dtype=torch.bool).tril() if is_causal else mask
     assert torch.isfinite(out).all() and torch.isfinite(w).all()
     assert (w >= 0).all()
@@ -113,18 +110,28 @@ def test_no_future_leakage_under_causal_mask(B, T, E, seed, data):
 
 
 @SETTINGS
-@given(B=st.integers(1, 3), L=dims, S=dims, E=dims, seed=seeds, mag=magnitudes,
-       is_causal=st.booleans(), float_mask=st.booleans())
+@given(
+    B=st.integers(1, 3),
+    L=dims,
+    S=dims,
+    E=dims,
+    seed=seeds,
+    mag=magnitudes,
+    is_causal=st.booleans(),
+    float_mask=st.booleans(),
+)
 def test_numpy_backend_equals_torch_backend(B, L, S, E, seed, mag, is_causal, float_mask):
     q, k, v = tensors(seed, (B, L, E), (B, S, E), (B, S, 2), magnitude=mag)
     mask = random_mask(seed, (B, 1, S))
     if float_mask:
         mask = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float("-inf"))
-    out, w = scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True
-    )
+    out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True)
     out_np, w_np = anp.scaled_dot_product_attention(
-        q.numpy(), k.numpy(), v.numpy(), attn_mask=mask.numpy(), is_causal=is_causal,
+        q.numpy(),
+        k.numpy(),
+        v.numpy(),
+        attn_mask=mask.numpy(),
+        is_causal=is_causal,
         return_weights=True,
     )
     # scores of order 1e3 * 1e3 carry absolute rounding of ~1e-10; compare relatively there

@@ -77,8 +77,6 @@ def test_three_word_example_shapes():
     words = torch.eye(3)  # three one-hot words, E = 3
     torch.manual_seed(0)
     W_Q, W_K, W_V = (torch.randn(3, 2) for _ in range(3))  # project to d_k = d_v = 2
-    out, w = scaled_dot_product_attention(
-        words @ W_Q, words @ W_K, words @ W_V, return_weights=True
-    )
+    out, w = scaled_dot_product_attention(words @ W_Q, words @ W_K, words @ W_V, return_weights=True)
     assert out.shape == (3, 2) and w.shape == (3, 3)
     torch.testing.assert_close(w.sum(-1), torch.ones(3))
