@@ -348,3 +348,116 @@ register(
         ),
     )
 )
+
+# --------------------------------------------------------------------------- ex-08-4 the backward pass
+
+
+def attention_backward(q, k, v, grad_out):
+    """(dq, dk, dv): the gradients of softmax(q k^T / sqrt(d)) v, given dL/d(output).
+
+    FlashAttention-2's formulas (chapter 08): P = softmax(S), O = P V,
+    dV = P^T dO, dP = dO V^T, D = rowsum(dO * O), dS = P * (dP - D),
+    dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d).
+    """
+    return _backward_variant(q, k, v, grad_out)
+
+
+def _backward_variant(q, k, v, grad_out, *, ds_rule="flash", scaled=True, transpose_p=True):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    s = q @ k.transpose(-2, -1) * scale  # (..., L, S)
+    p = torch.softmax(s, dim=-1)
+    out = p @ v  # (..., L, Ev)
+    dv = (p.transpose(-2, -1) if transpose_p else p) @ grad_out  # (..., S, Ev)
+    dp = grad_out @ v.transpose(-2, -1)  # (..., L, S)
+    if ds_rule == "flash":
+        ds = p * (dp - (grad_out * out).sum(dim=-1, keepdim=True))
+    elif ds_rule == "no D":
+        ds = p * dp
+    elif ds_rule == "D from dP":
+        ds = p * (dp - dp.sum(dim=-1, keepdim=True))
+    else:  # "diagonal": the elementwise derivative p (1 - p) of each weight alone
+        ds = p * (1 - p) * dp
+    c = scale if scaled else 1.0
+    return ds @ k * c, ds.transpose(-2, -1) @ q * c, dv
+
+
+def _backward_inputs(lead, L, S, d, dv, seed, logit_scale=1.0):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(*lead, L, d, generator=g, dtype=torch.float64) * logit_scale
+        k = torch.randn(*lead, S, d, generator=g, dtype=torch.float64)
+        v = torch.randn(*lead, S, dv, generator=g, dtype=torch.float64)
+        grad_out = torch.randn(*lead, L, dv, generator=g, dtype=torch.float64)
+        return q, k, v, grad_out
+
+    return make
+
+
+register(
+    Exercise(
+        id="ex-08-4",
+        function="attention_backward",
+        reference=attention_backward,
+        cases=[
+            Case("one head: 4 queries, 4 keys, d = 3", _backward_inputs((), 4, 4, 3, 3, 0)),
+            Case("2 heads, 5 queries, 7 keys, d = 4, dv = 3", _backward_inputs((2,), 5, 7, 4, 3, 1)),
+            Case("batch 2 x 3 heads, 6 queries, 6 keys", _backward_inputs((2, 3), 6, 6, 4, 4, 2)),
+            Case("hidden: one query, 9 keys", _backward_inputs((2,), 1, 9, 5, 2, 3), hidden=True),
+            Case("hidden: one key (every weight is 1)", _backward_inputs((3,), 4, 1, 2, 3, 4), hidden=True),
+            Case(
+                "hidden: large logits (nearly one-hot weights)",
+                _backward_inputs((2,), 5, 5, 4, 4, 5, logit_scale=8.0),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "dS = P * dP: the softmax's coupling term D is missing",
+                lambda q, k, v, g: _backward_variant(q, k, v, g, ds_rule="no D"),
+                "every weight of a row depends on every score of the row (they sum to 1): the "
+                "gradient of a score subtracts the row's weighted average of dP, D.",
+            ),
+            Misconception(
+                "D is the row sum of dP instead of the row sum of P * dP",
+                lambda q, k, v, g: _backward_variant(q, k, v, g, ds_rule="D from dP"),
+                "D is a weighted average of dP over the row, weighted by P; it also equals "
+                "rowsum(dO * O), which FlashAttention uses because O is at hand.",
+            ),
+            Misconception(
+                "only the diagonal of the softmax Jacobian, p (1 - p)",
+                lambda q, k, v, g: _backward_variant(q, k, v, g, ds_rule="diagonal"),
+                "p_i (1 - p_i) is the derivative of p_i by s_i alone; p_i also depends on every "
+                "other score s_j of its row (derivative -p_i p_j).",
+            ),
+            Misconception(
+                "the 1/sqrt(d) scale is missing from dQ and dK",
+                lambda q, k, v, g: _backward_variant(q, k, v, g, scaled=False),
+                "S = Q K^T / sqrt(d): by the chain rule dQ and dK carry the same factor 1/sqrt(d).",
+            ),
+            Misconception(
+                "dV = P dO: P is not transposed",
+                lambda q, k, v, g: _backward_variant(q, k, v, g, transpose_p=False),
+                "O = P V, so dV = P^T dO: value j collects the gradients of the queries that "
+                "weighted it.",
+            ),
+        ],
+        rtol=1e-7,
+        atol=1e-9,
+        forbidden=(
+            ".backward",
+            "torch.autograd",
+            "torch.func",
+            "attnlib.efficient",
+            "attnlib.checks",
+        )
+        + ATTENTION_IMPLEMENTATIONS,
+        hints=(
+            "go backwards through O = P V, P = softmax(S), S = Q K^T / sqrt(d): each step turns "
+            "the gradient of its output into the gradients of its inputs.",
+            "a matrix product's gradients are products with the other factor transposed; the "
+            "softmax couples a row: dL/ds_j = p_j (dL/dp_j - sum_i p_i dL/dp_i).",
+            "dV = P^T dO; dP = dO V^T; D = rowsum(dO * O); dS = P * (dP - D); "
+            "dQ = dS K / sqrt(d); dK = dS^T Q / sqrt(d).",
+        ),
+    )
+)

@@ -170,3 +170,76 @@ RIGHT = [
     Right("ex-08-2", tile_einsum_where),
     Right("ex-08-3", kv_einsum_exp),
 ]
+
+
+# --------------------------------------------------------------------------- ex-08-4
+
+
+def _grads(q, k, v, grad_out, rule):
+    scale = 1 / math.sqrt(q.shape[-1])
+    p = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    dp = grad_out @ v.transpose(-2, -1)
+    ds = rule(p, dp)
+    return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ grad_out
+
+
+def backward_without_d(q, k, v, grad_out):
+    return _grads(q, k, v, grad_out, lambda p, dp: p * dp)
+
+
+def backward_d_from_dp(q, k, v, grad_out):
+    return _grads(q, k, v, grad_out, lambda p, dp: p * (dp - dp.sum(-1, keepdim=True)))
+
+
+def backward_diagonal_jacobian(q, k, v, grad_out):
+    return _grads(q, k, v, grad_out, lambda p, dp: p * (1 - p) * dp)
+
+
+def backward_unscaled(q, k, v, grad_out):
+    dq, dk, dv = attention_backward_einsum(q, k, v, grad_out)
+    return dq * math.sqrt(q.shape[-1]), dk * math.sqrt(q.shape[-1]), dv
+
+
+def backward_by_autograd(q, k, v, grad_out):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
+    out.backward(grad_out)
+    return q.grad, k.grad, v.grad
+
+
+def attention_backward_einsum(q, k, v, grad_out):
+    """Right: einsum, D from P * dP (equal to rowsum(dO * O)), float64 inside."""
+    q, k, v, g = (t.double() for t in (q, k, v, grad_out))
+    scale = q.shape[-1] ** -0.5
+    s = torch.einsum("...ld,...sd->...ls", q, k) * scale
+    p = (s - s.amax(-1, keepdim=True)).exp()
+    p = p / p.sum(-1, keepdim=True)
+    dp = torch.einsum("...le,...se->...ls", g, v)
+    ds = p * dp - p * (p * dp).sum(-1, keepdim=True)  # the full softmax Jacobian
+    dq = torch.einsum("...ls,...sd->...ld", ds, k) * scale
+    dk = torch.einsum("...ls,...ld->...sd", ds, q) * scale
+    dv = torch.einsum("...ls,...le->...se", p, g)
+    return dq, dk, dv
+
+
+def attention_backward_jacobian_loop(q, k, v, grad_out):
+    """Right: the softmax Jacobian diag(p) - p p^T built row by row."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    p = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    dp = grad_out @ v.transpose(-2, -1)
+    jac = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., L, S, S)
+    ds = (jac @ dp.unsqueeze(-1)).squeeze(-1)
+    return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ grad_out
+
+
+WRONG += [
+    Wrong("ex-08-4", backward_without_d, "coupling term D is missing"),
+    Wrong("ex-08-4", backward_d_from_dp, "row sum of dP"),
+    Wrong("ex-08-4", backward_diagonal_jacobian, "diagonal of the softmax Jacobian"),
+    Wrong("ex-08-4", backward_unscaled, "scale is missing"),
+    Wrong("ex-08-4", backward_by_autograd, "not allowed"),
+]
+RIGHT += [
+    Right("ex-08-4", attention_backward_einsum),
+    Right("ex-08-4", attention_backward_jacobian_loop),
+]
