@@ -1,9 +1,10 @@
-"""Attention as a soft key-value lookup: score-agnostic attention and key-retrieval experiments.
+"""Attention as a soft key-value lookup: `attend`, and key-retrieval tests.
 
 Chapter 03 builds these. `attend` is the general Q/K/V recipe with the score
 function left open (any (..., L, S) score matrix, additive scores included);
 the NumPy helpers store keys, corrupt queries and measure how often a soft
-lookup still lands on the right key.
+lookup still lands on the right key. Chapter 03 displays the source of the
+retrieval helpers, so their lines stay within the page's 80 characters.
 """
 
 from __future__ import annotations
@@ -28,83 +29,114 @@ SCORE_FUNCTIONS = ("dot", "scaled_dot", "cosine")
 
 
 def attend(
-    scores: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
+    scores: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention with the scores given: weights = softmax(scores), output = weights @ value.
+    """Attention with the scores given: softmax(scores), then weights @ value.
 
     Whatever compared queries with keys (dot, scaled dot, bilinear, cosine,
     additive), the rest of attention is the same two lines.
 
-    Args:
-        scores: (..., L, S) floating.
-        value: (..., S, Ev), same dtype.
-        mask: None, or bool/float broadcastable to (..., L, S) (True = may attend).
+    Parameters
+    ----------
+    scores : (..., L, S) floating tensor.
+    value : (..., S, d_v) tensor of the same dtype.
+    mask : None, or bool/float broadcastable to (..., L, S) (True = may attend).
 
-    Returns:
-        `(output, weights)`: output (..., L, Ev), weights (..., L, S).
+    Returns
+    -------
+    (output, weights): output (..., L, d_v), weights (..., L, S).
     """
     fn = "attend"
     for name, t in (("scores", scores), ("value", value)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+            got = type(t).__name__
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {got}")
     if scores.dim() < 2 or value.dim() < 2:
         raise ValueError(
-            f"{fn}: scores (..., L, S) and value (..., S, Ev) need at least 2 dimensions, got "
-            f"scores {as_shape(scores.shape)} and value {as_shape(value.shape)}"
+            f"{fn}: scores (..., L, S) and value (..., S, d_v) need at least 2 "
+            f"dimensions, got scores {as_shape(scores.shape)} and value "
+            f"{as_shape(value.shape)}"
         )
     if scores.shape[-1] != value.shape[-2]:
         raise ValueError(
-            f"{fn}: scores {as_shape(scores.shape)} have S={scores.shape[-1]} keys but value "
-            f"{as_shape(value.shape)} has S={value.shape[-2]} rows"
+            f"{fn}: scores {as_shape(scores.shape)} have S={scores.shape[-1]}"
+            f" keys but value {as_shape(value.shape)} has"
+            f" S={value.shape[-2]} rows"
         )
     weights = masked_softmax(scores, mask, dim=-1)  # (..., L, S)
-    output = weights @ value  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+    output = weights @ value  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
     return output, weights
 
 
-def permutation_keys(num_pairs: int, dim: int, rng: np.random.Generator) -> np.ndarray:
-    """A key store in the style of the synthetic retrieval tests: (num_pairs, dim) float64.
+def permutation_keys(
+    num_pairs: int,
+    dim: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """A store of permutation keys: (num_pairs, dim) float64.
 
-    Row 0 is `0, 1, ..., dim-1`; every other row is a fresh random permutation
-    of it, so all keys have the same norm and differ only in their order.
+    Row 0 is `0, 1, ..., dim-1`; every other row is a fresh random
+    permutation of it, so all keys have the same norm and differ only in
+    their order.
     """
     if num_pairs < 1 or dim < 2:
-        raise ValueError(f"permutation_keys: need num_pairs >= 1 and dim >= 2, got {num_pairs}, {dim}")
+        need = "need num_pairs >= 1 and dim >= 2"
+        raise ValueError(f"permutation_keys: {need}, got {num_pairs}, {dim}")
     base = np.arange(dim, dtype=np.float64)
     rows = [base] + [rng.permutation(base) for _ in range(num_pairs - 1)]
-    return np.stack(rows)  # (N, dim)
+    return np.stack(rows)  # (S, dim)
 
 
-def corrupt_queries(keys: np.ndarray, noise: float, swaps: int, rng: np.random.Generator) -> np.ndarray:
-    """Noisy copies of `keys` (Q, dim): Gaussian noise then `swaps` random coordinate swaps.
+def corrupt_queries(
+    keys: np.ndarray,
+    noise: float,
+    swaps: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Noisy copies of `keys` (Q, dim): Gaussian noise, then `swaps` swaps.
 
-    The noise's standard deviation is `noise` times the standard deviation of
-    the key entries, so noise levels mean the same for every store. Each swap
-    exchanges two distinct coordinates of a query (chosen per query).
+    The noise's standard deviation is `noise` times the standard deviation
+    of the key entries, so noise levels mean the same for every store. Each
+    swap exchanges two distinct coordinates of a query (chosen per query).
     """
     keys = np.asarray(keys, dtype=np.float64)
     if keys.ndim != 2:
-        raise ValueError(f"corrupt_queries: keys must be (Q, dim), got shape {as_shape(keys.shape)}")
+        shape = as_shape(keys.shape)
+        msg = f"corrupt_queries: keys must be (Q, dim), got shape {shape}"
+        raise ValueError(msg)
     if noise < 0 or swaps < 0:
-        raise ValueError(f"corrupt_queries: noise and swaps must be >= 0, got {noise}, {swaps}")
-    q = keys + noise * keys.std() * rng.standard_normal(keys.shape)  # (Q, dim)
+        msg = "corrupt_queries: noise and swaps must be >= 0"
+        raise ValueError(f"{msg}, got {noise}, {swaps}")
+    gauss = rng.standard_normal(keys.shape)  # (Q, dim)
+    q = keys + noise * keys.std() * gauss  # (Q, dim)
     rows = np.arange(q.shape[0])
     for _ in range(swaps):
-        pairs = np.argsort(rng.random(q.shape), axis=1)[:, :2]  # (Q, 2) distinct positions
+        # two distinct random positions per query: (Q, 2)
+        pairs = np.argsort(rng.random(q.shape), axis=1)[:, :2]
         a, b = pairs[:, 0], pairs[:, 1]
         q[rows, a], q[rows, b] = q[rows, b].copy(), q[rows, a].copy()
     return q
 
 
-def retrieval_scores(query: np.ndarray, keys: np.ndarray, score: str) -> np.ndarray:
-    """Scores of queries (Q, dim) against keys (N, dim) -> (Q, N) with `score` in SCORE_FUNCTIONS."""
+def retrieval_scores(
+    query: np.ndarray,
+    keys: np.ndarray,
+    score: str,
+) -> np.ndarray:
+    """Scores of queries (Q, dim) against keys (S, dim) -> (Q, S).
+
+    `score` is one of SCORE_FUNCTIONS.
+    """
     if score == "dot":
         return anp.dot_scores(query, keys)
     if score == "scaled_dot":
         return anp.scaled_dot_scores(query, keys)
     if score == "cosine":
         return anp.cosine_scores(query, keys)
-    raise ValueError(f"retrieval_scores: score must be one of {SCORE_FUNCTIONS}, got {score!r}")
+    msg = f"retrieval_scores: score must be one of {SCORE_FUNCTIONS}"
+    raise ValueError(f"{msg}, got {score!r}")
 
 
 def retrieval_trial(
@@ -115,16 +147,17 @@ def retrieval_trial(
     num_queries: int,
     rng: np.random.Generator,
 ) -> tuple[float, float]:
-    """Query a key store with corrupted keys; return (accuracy, mean weight on the right key).
+    """Query a key store with corrupted keys: (accuracy, mean right weight).
 
     `num_queries` stored keys are drawn at random, corrupted with
-    :func:`corrupt_queries` and scored against every key. The lookup is right
+    `corrupt_queries` and scored against every key. The lookup is right
     when the largest weight sits on the key the query came from; the second
     number is how much of the softmax weight that key receives on average.
     """
     target = rng.integers(0, keys.shape[0], size=num_queries)  # (Q,)
     queries = corrupt_queries(keys[target], noise, swaps, rng)  # (Q, dim)
-    weights = anp.softmax(retrieval_scores(queries, keys, score), dim=-1)  # (Q, N)
+    scores = retrieval_scores(queries, keys, score)  # (Q, S)
+    weights = anp.softmax(scores, dim=-1)  # (Q, S)
     rows = np.arange(num_queries)
     accuracy = float(np.mean(weights.argmax(axis=-1) == target))
     return accuracy, float(weights[rows, target].mean())
