@@ -84,11 +84,8 @@ exec "$PY" -m coursetools.grade.gradescope run --root "$ROOT" --assignment "__AS
 
 
 def grader_module(name: str):
-    """The grader's module ``name`` (coursetools.grade.NAME, or attnlib.grade.NAME before the move)."""
-    try:
-        return importlib.import_module(f"coursetools.grade.{name}")
-    except ModuleNotFoundError:
-        return importlib.import_module(f"attnlib.grade.{name}")
+    """The grader's module ``coursetools.grade.NAME``, imported on first use."""
+    return importlib.import_module(f"coursetools.grade.{name}")
 
 
 # --------------------------------------------------------------------------- the archive
