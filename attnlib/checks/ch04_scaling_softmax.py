@@ -216,6 +216,15 @@ register(
                 "hidden: a batch (2, 2, 7) near -750", lambda: _logits((2, 2, 7), 4, 4.0, -750.0), hidden=True
             ),
             Case("hidden: one logit per row (3, 1)", lambda: _logits((3, 1), 5, 5.0, 300.0), hidden=True),
+            Case(
+                "hidden: a batch whose rows sit 800 apart",
+                lambda: (
+                    np.array(
+                        [[[0.0, 1.0, 2.0], [-800.0, -801.0, -799.0]], [[5.0, 4.0, 3.0], [1.0, 0.0, 2.0]]]
+                    ),
+                ),
+                hidden=True,
+            ),
             Case("hidden: masked entries (-inf)", _masked_entries, hidden=True),
         ],
         misconceptions=[
@@ -308,6 +317,11 @@ register(
             Case("large inputs: scores in the thousands", lambda: _x_wq_wk((4, 6), 3, 10, 40.0)),
             Case("hidden: a batch (2, 5, 12), d_k=4", lambda: _x_wq_wk((2, 5, 12), 4, 11, 3.0), hidden=True),
             Case("hidden: one token, d_model=4, d_k=2", lambda: _x_wq_wk((1, 4), 2, 12, 40.0), hidden=True),
+            Case(
+                "hidden: a batch (2, 5, 6) of large inputs",
+                lambda: _x_wq_wk((2, 5, 6), 3, 13, 40.0),
+                hidden=True,
+            ),
         ],
         misconceptions=[
             Misconception(

@@ -436,3 +436,24 @@ def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, m
     # the grader's feedback (evaluate) shows the first tier only
     report = evaluate("ex-99-3", lambda x: x).report()
     assert "hint 1/3" in report and "hint 2/3" not in report
+
+
+@pytest.mark.parametrize(
+    "exercise", [e for e in all_exercises().values() if e.id in TIERED], ids=lambda e: e.id
+)
+def test_every_misconception_shows_in_a_hidden_case(exercise):
+    """The grader runs the hidden cases too: each known mistake must fail at least one of them."""
+    for mis in exercise.misconceptions:
+        shown = False
+        for case in (c for c in exercise.cases if c.hidden):
+            expected = to_arrays(exercise.reference(*case.make_inputs()))
+            try:
+                with np.errstate(all="ignore"):
+                    wrong = to_arrays(mis.wrong(*case.make_inputs()))
+            except Exception:  # noqa: BLE001 - an error shows the mistake too
+                shown = True
+                break
+            if not compare_outputs(expected, wrong, exercise.rtol, exercise.atol)[0]:
+                shown = True
+                break
+        assert shown, f"{exercise.id}: no hidden case shows {mis.name!r}"
