@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "tests" / "grader"))
 import fake_class  # noqa: E402
 import nbformat  # noqa: E402
 
-from attnlib.grade import batch, sandbox  # noqa: E402
-from attnlib.grade.runner import Settings  # noqa: E402
+from coursetools.grade import batch, sandbox  # noqa: E402
+from coursetools.grade.runner import Settings  # noqa: E402
 
 NORMAL = [
     "correct",

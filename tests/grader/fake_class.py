@@ -24,6 +24,14 @@ CORRECT = HEADER + "    return a @ np.swapaxes(b, -1, -2)\n"
 ZEROS = HEADER + "    return np.zeros(a.shape[:-1] + b.shape[-2:-1])\n"
 
 
+def _share(passes) -> float:
+    """The ex-00-1 score of an answer that is right exactly on the cases whose first input ``passes``."""
+    from attnlib.checks import get_exercise
+
+    cases = get_exercise(EX).cases
+    return round(sum(bool(passes(case.make_inputs()[0])) for case in cases) / len(cases), 6)
+
+
 def _base():
     return nbformat.read(EXERCISE, as_version=4)
 
@@ -57,19 +65,24 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         _with_answer(HEADER + "    return b @ np.swapaxes(a, -1, -2)\n"),
         ("graded", 0, 0),
     )
-    subs["mis-batch-transpose"] = (_with_answer(HEADER + "    return a @ b.T\n"), ("graded", 0.5, 0.5))
+    batch_share = _share(lambda a: a.ndim <= 2)  # a @ b.T is right only without batch axes
+    subs["mis-batch-transpose"] = (
+        _with_answer(HEADER + "    return a @ b.T\n"),
+        ("graded", batch_share, batch_share),
+    )
     subs["mis-batch-transpose-einsum"] = (
         _with_answer(
             HEADER + "    if b.ndim == 2:\n        return a @ b.T\n"
             '    return np.einsum("...nd,md...->...nm", a, b.T)\n'
         ),
-        ("graded", 0.5, 0.5),
+        ("graded", batch_share, batch_share),
     )
+    share_3d = _share(lambda a: a.ndim != 4)
     subs["partial-3d"] = (
         _with_answer(
             HEADER + "    if a.ndim == 4:\n        return a @ b.T\n    return a @ np.swapaxes(b, -1, -2)\n"
         ),
-        ("graded", 0.75, 0.75),
+        ("graded", share_3d, share_3d),
     )
     subs["answer-further-down"] = (
         _with_answer(_base().cells[_answer_index(_base())].source, after=[CORRECT]),

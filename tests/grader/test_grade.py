@@ -21,8 +21,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from attnlib.grade import batch, report, sandbox, submission, wire
-from attnlib.grade.runner import Settings
+from coursetools.grade import batch, report, sandbox, submission, wire
+from coursetools.grade.runner import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
@@ -238,8 +238,8 @@ def test_rerun_keeps_finished_students_and_regrades_changed_ones(graded, tmp_pat
 
 
 def _zygote():
-    from attnlib.grade.runner import base_env
-    from attnlib.grade.zygote import Zygote
+    from coursetools.grade.runner import base_env
+    from coursetools.grade.zygote import Zygote
 
     return Zygote(sys.executable, str(ROOT), base_env(), ISOLATION == "namespaces")
 
@@ -266,7 +266,7 @@ def test_kill_9_loses_nothing_finished(graded, tmp_path):
     for name in names:
         (subs / f"{name}.ipynb").write_bytes((graded["subs"] / f"{name}.ipynb").read_bytes())
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "attnlib.grade", "00-how-to-use", str(subs), "--out", str(out)]
+    cmd = [sys.executable, "-m", "coursetools.grade", "00-how-to-use", str(subs), "--out", str(out)]
     cmd += ["--jobs", "1", "--timeout-cell", "4", "--timeout-total", "40", "--memory-mb", "1536"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -412,7 +412,7 @@ def test_plan_drops_check_cells_and_places_each_exercise():
 
 
 def test_command_line_usage_errors(tmp_path, capsys):
-    from attnlib.grade.__main__ import main
+    from coursetools.grade.__main__ import main
 
     assert main(["no-such-chapter", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "no exercise notebook" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 It reads its plan (the learner's code cells, where to evaluate each exercise,
 the sandbox settings) as JSON from stdin, confines itself (see
-:mod:`attnlib.grade.sandbox`), then executes the cells one by one in a fresh
+:mod:`coursetools.grade.sandbox`), then executes the cells one by one in a fresh
 namespace. Right after each exercise's answer cell (where the notebook's check
 cell stood) it calls :func:`attnlib.checks.run_case` on the learner's function
 for every case, hidden ones included, and sends each output (or the error's
@@ -73,7 +73,7 @@ def main() -> None:
 
 def run(plan: dict) -> None:
     """Confine this process, run the learner's cells and send the outputs; never returns."""
-    from attnlib.grade import sandbox
+    from coursetools.grade import sandbox
 
     for key, value in plan.get("env", {}).items():
         os.environ[str(key)] = str(value)
@@ -90,7 +90,7 @@ def run(plan: dict) -> None:
     import numpy  # noqa: F401  (warm import, so the first cell's time is the learner's)
 
     from attnlib.checks import core
-    from attnlib.grade.wire import encode
+    from coursetools.grade.wire import encode
 
     run_case = core.run_case
     not_attempted = core.NotAttempted

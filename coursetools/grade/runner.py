@@ -1,6 +1,6 @@
 """Run one submission in its sandboxed process, with time limits and restarts, and judge it.
 
-A run executes the learner's cells in order (see :mod:`attnlib.grade.harness`).
+A run executes the learner's cells in order (see :mod:`coursetools.grade.harness`).
 The grader watches the step (cell or case) in progress: a step that exceeds
 the per-cell limit, or during which the process dies, is recorded, the process
 group is killed, and a fresh process runs the notebook again *without* that
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from attnlib.checks.core import CaseResult, Exercise, judge_case, judge_error
-from attnlib.grade import sandbox
-from attnlib.grade.submission import Assignment, Submission, Unreadable, build_plan, read_notebook
-from attnlib.grade.wire import WireError, decode
+from coursetools.grade import sandbox
+from coursetools.grade.submission import Assignment, Submission, Unreadable, build_plan, read_notebook
+from coursetools.grade.wire import WireError, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEEP = 8192
@@ -108,14 +108,15 @@ class _Run:
             "scratch": str(self.scratch),
             "scratch_mb": settings.scratch_mb,
             "hide": [str(p) for p in settings.hide],
-            # The attnlib package, not the repository root: a root folder of mode 0700
-            # (a fresh mktemp clone) is opened up with only these children visible.
+            # The attnlib and coursetools packages, not the repository root: a root folder
+            # of mode 0700 (a fresh mktemp clone) is opened up with only these children visible.
             "needed": sorted(
                 {
                     sys.prefix,
                     sys.base_prefix,
                     str(Path(settings.python).resolve().parent),
                     str(ROOT / "attnlib"),
+                    str(ROOT / "coursetools"),
                 }
             ),
             "uid": uid,
@@ -187,7 +188,7 @@ class _Run:
     def _execute_fresh(self, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
         settings = self.settings
         boot = (
-            f"import sys; sys.path.insert(0, {str(ROOT)!r}); from attnlib.grade.harness import main; main()"
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); from coursetools.grade.harness import main; main()"
         )
         argv = sandbox.command(settings.isolation, [settings.python, "-I", "-c", boot])
         try:
@@ -346,7 +347,7 @@ def grade_submission(
     slot: int = 0,
     stop: threading.Event | None = None,
 ) -> dict:
-    """Grade one submission; return its record (see :mod:`attnlib.grade.report`)."""
+    """Grade one submission; return its record (see :mod:`coursetools.grade.report`)."""
     stop = stop or threading.Event()
     started = time.monotonic()
     record: dict = {

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import nbformat
 
-from attnlib import assign
+from coursetools import assign
 from attnlib.checks import get_exercise
-from attnlib.grade import report, sandbox
-from attnlib.grade.runner import ROOT, Settings, base_env, grade_submission
-from attnlib.grade.submission import Assignment, find_submissions, resolve_assignment
-from attnlib.grade.zygote import Zygote
+from coursetools.grade import report, sandbox
+from coursetools.grade.runner import ROOT, Settings, base_env, grade_submission
+from coursetools.grade.submission import Assignment, find_submissions, resolve_assignment
+from coursetools.grade.zygote import Zygote
 
 
 def load_assignment(spec: str) -> Assignment:

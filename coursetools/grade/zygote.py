@@ -5,7 +5,7 @@ grading a chapter's exercises. A zygote pays it once per job slot: it imports
 numpy, torch and attnlib, then waits on a Unix socket. For each run the grader
 sends three pipe ends (plan, events, output); the zygote forks a child that
 starts a new session, unshares its mount, network and PID namespaces, forks
-the process that becomes PID 1 there, and runs :func:`attnlib.grade.harness.run`
+the process that becomes PID 1 there, and runs :func:`coursetools.grade.harness.run`
 in it. Killing the child's process group kills PID 1, and with it every process
 the learner's code started. Each of these processes asks to be killed if its
 parent dies, so nothing outlives the grader, even after ``kill -9``.
@@ -35,7 +35,7 @@ def _exit_code(status: int) -> int:
 
 def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
     """In the forked child: become a session leader, then (optionally) PID 1 of new namespaces."""
-    from attnlib.grade import sandbox
+    from coursetools.grade import sandbox
 
     control.close()
     os.setsid()
@@ -83,14 +83,14 @@ def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
             sandbox._mount(libc, "proc", "/proc", "proc", flags)
         except OSError as exc:
             os.write(2, f"could not mount /proc: {exc}\n".encode())
-    from attnlib.grade import harness
+    from coursetools.grade import harness
 
     harness.run(plan)
 
 
 def serve(control_fd: int, isolate: bool) -> None:
     """The zygote's loop: warm imports, then one fork per request until the socket closes."""
-    from attnlib.grade import sandbox
+    from coursetools.grade import sandbox
 
     sandbox.set_pdeathsig()
     import numpy  # noqa: F401
@@ -98,7 +98,7 @@ def serve(control_fd: int, isolate: bool) -> None:
 
     import attnlib  # noqa: F401
     from attnlib.checks import core
-    from attnlib.grade import harness  # noqa: F401
+    from coursetools.grade import harness  # noqa: F401
 
     try:
         core.all_exercises()
@@ -153,7 +153,7 @@ class Zygote:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         boot = (
             f"import sys; sys.path.insert(0, {self.root!r}); "
-            f"from attnlib.grade.zygote import serve; serve({child.fileno()}, {self.isolate!r})"
+            f"from coursetools.grade.zygote import serve; serve({child.fileno()}, {self.isolate!r})"
         )
         self.proc = subprocess.Popen(
             [self.python, "-I", "-c", boot],

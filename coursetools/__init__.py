@@ -1,0 +1,11 @@
+"""The course's instructor tooling: exercise generation and the class grader.
+
+Kept apart from :mod:`attnlib`, the library every learner installs, because it
+is Linux-only, assumes a checkout of the course repository and runs other
+people's code:
+
+* :mod:`coursetools.assign` generates ``exercises/`` from ``solutions/``;
+* :mod:`coursetools.grade` grades a class's notebooks in sandboxed processes.
+
+``python -m attnlib.assign`` and ``python -m attnlib.grade`` remain as aliases.
+"""

@@ -1,0 +1,169 @@
+"""Generate the learners' exercise notebooks from the solution notebooks.
+
+``solutions/NN-slug.ipynb`` is the single source of every exercise. This module
+copies it to ``exercises/NN-slug.ipynb`` with each answer region::
+
+    ### BEGIN SOLUTION
+    ...the answer...
+    ### END SOLUTION
+
+replaced by a stub that raises ``NotImplementedError`` (at the same
+indentation), and with every output and execution count cleared.
+
+Usage::
+
+    python -m coursetools.assign             # every solutions/*.ipynb
+    python -m coursetools.assign solutions/02-additive-attention.ipynb
+    python -m coursetools.assign --check         # exit 1 if a committed exercise is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+STUB_COMMENT = "# YOUR CODE HERE"
+EXERCISE_ID = re.compile(r"^ex-\d{2}-\d+$")
+# Metadata that nbclient and editors add and that must not leak into the exercises.
+_DROP_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
+
+
+class AssignError(ValueError):
+    """A solution notebook that breaks the exercise format."""
+
+
+def exercise_meta(cell) -> dict:
+    """The ``attnlib`` block of a cell's metadata (empty dict if absent)."""
+    return dict(cell.get("metadata", {}).get("attnlib", {}))
+
+
+def strip_solution(source: str, exercise_id: str, where: str) -> str:
+    """Replace each BEGIN/END SOLUTION region in ``source`` with a stub."""
+    out: list[str] = []
+    inside = False
+    for lineno, line in enumerate(source.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if inside:
+                raise AssignError(f"{where}, line {lineno}: nested {BEGIN}")
+            inside = True
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}{STUB_COMMENT}")
+            out.append(
+                f'{indent}raise NotImplementedError("{exercise_id}: replace this line with your answer")'
+            )
+        elif stripped == END:
+            if not inside:
+                raise AssignError(f"{where}, line {lineno}: {END} without {BEGIN}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise AssignError(f"{where}: {BEGIN} is never closed by {END}")
+    return "\n".join(out)
+
+
+def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
+    """Return the exercise version of a solution notebook (the input is not modified).
+
+    Raises :class:`AssignError` when an answer region sits in a cell without an
+    exercise id, an id is malformed or used twice, or the markers are unbalanced.
+    """
+    nb = copy.deepcopy(solution)
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        where = f"{name}, cell {index}"
+        for key in _DROP_CELL_METADATA:
+            cell.metadata.pop(key, None)
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = []
+        cell.execution_count = None
+        meta = exercise_meta(cell)
+        has_region = BEGIN in cell.source or END in cell.source
+        ex_id = meta.get("exercise")
+        if has_region and not ex_id:
+            raise AssignError(f"{where}: answer region in a cell without metadata attnlib.exercise")
+        if ex_id is None:
+            continue
+        if not EXERCISE_ID.match(str(ex_id)):
+            raise AssignError(f"{where}: exercise id {ex_id!r} is not of the form 'ex-NN-k'")
+        if ex_id in seen:
+            raise AssignError(f"{where}: exercise id {ex_id!r} is used twice")
+        if not isinstance(meta.get("points"), int | float) or meta["points"] <= 0:
+            raise AssignError(f"{where}: exercise {ex_id!r} needs positive metadata attnlib.points")
+        if not has_region:
+            raise AssignError(f"{where}: exercise {ex_id!r} has no {BEGIN} region")
+        seen.add(ex_id)
+        cell.source = strip_solution(cell.source, ex_id, where)
+    nb.metadata.pop("widgets", None)
+    nb.metadata.setdefault("attnlib", {})["generated_from"] = f"solutions/{name}"
+    return nb
+
+
+def exercise_ids(nb: nbformat.NotebookNode) -> dict[str, float]:
+    """The exercises of a notebook, ``{id: points}``, in notebook order."""
+    found: dict[str, float] = {}
+    for cell in nb.cells:
+        meta = exercise_meta(cell)
+        if cell.cell_type == "code" and "exercise" in meta:
+            found[meta["exercise"]] = meta.get("points", 0)
+    return found
+
+
+def render(solution_path: Path) -> str:
+    """The text of the exercise notebook generated from ``solution_path``."""
+    solution = nbformat.read(solution_path, as_version=4)
+    exercise = make_exercise(solution, solution_path.name)
+    return nbformat.writes(exercise) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m coursetools.assign", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "solutions", nargs="*", type=Path, help="solution notebooks (default: solutions/*.ipynb)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("exercises"), help="output folder (default: exercises)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only report stale exercise notebooks; exit 1 if any"
+    )
+    args = parser.parse_args(argv)
+    paths = args.solutions or sorted(Path("solutions").glob("*.ipynb"))
+    if not paths:
+        print("no solution notebooks found", file=sys.stderr)
+        return 1
+    stale = []
+    for path in paths:
+        try:
+            text = render(path)
+        except AssignError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        target = args.out / path.name
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            continue
+        if args.check:
+            stale.append(target)
+        else:
+            args.out.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target}")
+    if stale:
+        for target in stale:
+            print(f"stale: {target} (run: python -m coursetools.assign)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
