@@ -655,21 +655,42 @@ def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, so
 def forbidden_message(found: Sequence[str]) -> str:
     """The feedback for an answer that uses the forbidden calls ``found``."""
     names = ", ".join(found)
-    return (
-        f"not allowed: the answer uses {names}, which already implements what this exercise asks "
-        "you to write; the exercise scores 0 until the answer computes it itself"
-    )
+    return f"not allowed: the answer uses {names}, an existing implementation of what it should compute (scores 0)"
 
 
-def forbidden_result(exercise: Exercise, found: Sequence[str], include_hidden: bool = True) -> CheckResult:
-    """A :class:`CheckResult` that fails every case because the answer uses ``found``."""
+def forbidden_result(
+    exercise: Exercise,
+    found: Sequence[str],
+    include_hidden: bool = True,
+    judged: CheckResult | None = None,
+) -> CheckResult:
+    """A :class:`CheckResult` that fails every case because the answer uses ``found``.
+
+    ``judged`` (the verdicts of the same answer judged on its outputs) adds,
+    to each case, what else is wrong with it and the misconception it shows,
+    so the feedback still teaches; the score stays 0.
+    """
     cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
     message = forbidden_message(found)
     hint = "write the computation with basic operations (matrix products, exp, sums, max)."
-    return CheckResult(
-        exercise.id,
-        [CaseResult(c.name, "failed", message, FORBIDDEN_MISCONCEPTION, hint, c.hidden) for c in cases],
-    )
+    verdicts = {c.case: c for c in judged.cases} if judged is not None else {}
+    results = []
+    for c in cases:
+        other = verdicts.get(c.name)
+        if other is not None and not other.passed and other.status != "not-attempted":
+            results.append(
+                CaseResult(
+                    c.name,
+                    "failed",
+                    f"{message}; besides, {other.message}",
+                    other.misconception or FORBIDDEN_MISCONCEPTION,
+                    other.hint if other.misconception else hint,
+                    c.hidden,
+                )
+            )
+        else:
+            results.append(CaseResult(c.name, "failed", message, FORBIDDEN_MISCONCEPTION, hint, c.hidden))
+    return CheckResult(exercise.id, results)
 
 
 def evaluate(
@@ -689,7 +710,8 @@ def evaluate(
     exercise = get_exercise(exercise_id)
     found = forbidden_calls(exercise_id, func, source) if apply_forbidden else []
     if found:
-        return forbidden_result(exercise, found, include_hidden)
+        judged = evaluate(exercise_id, func, include_hidden, apply_forbidden=False)
+        return forbidden_result(exercise, found, include_hidden, judged)
     result = CheckResult(exercise_id, hints=exercise.hint_tiers())
     cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
     for case in cases:
