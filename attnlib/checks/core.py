@@ -655,7 +655,7 @@ def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, so
 def forbidden_message(found: Sequence[str]) -> str:
     """The feedback for an answer that uses the forbidden calls ``found``."""
     names = ", ".join(found)
-    return f"not allowed: the answer uses {names}, an existing implementation of what it should compute (scores 0)"
+    return f"not allowed: the answer uses {names}, an existing implementation of what it computes (scores 0)"
 
 
 def forbidden_result(
