@@ -9,15 +9,26 @@ from pathlib import Path
 
 from coursetools.grade.runner import Settings
 
+# python -m coursetools.grade gradescope|report|overrides ...: gradescope.py, class_report.py, overrides.py
+SUBCOMMANDS = ("gradescope", "report", "overrides")
+
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        from coursetools.grade import class_report, gradescope, overrides
+
+        run = {"gradescope": gradescope.main, "report": class_report.main, "overrides": overrides.main}
+        return run[argv[0]](argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m coursetools.grade",
         description="Grade a class's exercise notebooks, each in its own sandboxed process.",
     )
     parser.add_argument("assignment", help="the exercise notebook, or its stem (e.g. 00-how-to-use)")
     parser.add_argument(
-        "submissions", type=Path, help="folder of <student>.ipynb, or nbgrader's <student>/<assignment>/"
+        "submissions",
+        type=Path,
+        help="folder of <student>.ipynb, nbgrader's <student>/<assignment>/, or an LMS download (.zip)",
     )
     parser.add_argument("--out", type=Path, default=Path("grading-out"), help="output folder")
     parser.add_argument(
@@ -36,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--hide", action="append", default=[], type=Path, help="another folder the submissions must not see"
     )
+    parser.add_argument("--overrides", type=Path, default=None, help="manual adjustments (OUT/overrides.csv)")
     parser.add_argument("--quiet", action="store_true", help="no progress and no summary")
     args = parser.parse_args(argv)
-    if not args.submissions.is_dir():
-        parser.error(f"{args.submissions} is not a folder")
+    if not (args.submissions.is_dir() or (args.submissions.is_file() and args.submissions.suffix == ".zip")):
+        parser.error(f"{args.submissions} is not a folder or a .zip")
     from coursetools.grade.batch import grade
 
     settings = Settings(
@@ -50,14 +62,22 @@ def main(argv: list[str] | None = None) -> int:
         isolation=args.isolation,
         hide=[str(p.resolve()) for p in args.hide],
     )
+    from coursetools.grade import classroom
+    from coursetools.grade.submission import resolve_assignment
+
     try:
-        grade(args.assignment, args.submissions, args.out, args.jobs, args.force, settings, quiet=args.quiet)
+        notebook = Path(resolve_assignment(args.assignment, classroom.ROOT))
+        folder = classroom.prepare(args.submissions, args.out.resolve(), notebook.stem, args.quiet)
+        grade(args.assignment, folder, args.out, args.jobs, args.force, settings, quiet=args.quiet)
     except KeyboardInterrupt:
         print("\ninterrupted: finished students are saved; rerun the same command to go on", file=sys.stderr)
         return 130
     except (FileNotFoundError, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # student ids, overrides.csv, report.html (coursetools/grade/classroom.py)
+    for problem in classroom.after_grading(args.out, notebook.stem, notebook, args.overrides):
+        print(f"overrides: {problem}", file=sys.stderr)
     return 0
 
 

@@ -249,3 +249,21 @@ def test_no_notebook_still_gives_valid_results(tree):
     data = _run(tree, None)
     assert schema_errors(data) == []
     assert data["score"] == 0 and "No notebook" in data["output"]
+
+
+@pytest.mark.parametrize("module", ["coursetools.grade", "attnlib.grade"])
+def test_the_command_and_its_alias_write_the_same_archive(module, archive, tmp_path):
+    out = tmp_path / "autograder.zip"
+    command = [sys.executable, "-m", module, "gradescope", ASSIGNMENT, "--out", str(out)]
+    proc = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(out) as new, zipfile.ZipFile(archive) as old:
+        assert new.namelist() == old.namelist()
+        assert new.read("run_autograder") == old.read("run_autograder")

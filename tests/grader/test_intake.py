@@ -206,11 +206,10 @@ def test_a_canvas_zip_is_graded_end_to_end_with_overrides_and_report(tmp_path):
     out = tmp_path / "grades"
     out.mkdir()
     (out / "overrides.csv").write_text("student,exercise,points,reason\n34567,ex-00-1,0.5,shape right\n")
-    command = [sys.executable, "-m", "coursetools.grade.classroom", STEM, str(download), "--out", str(out)]
+    command = [sys.executable, "-m", "coursetools.grade", STEM, str(download), "--out", str(out), "--quiet"]
     for _ in range(2):  # the second run keeps every student and the override
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
-        assert "turingalan-34567: 3 files" not in proc.stderr and "turingalan-34567: 2 files" in proc.stderr
         with open(out / "grades.csv", newline="") as fh:
             rows = {r["student"]: r for r in csv.DictReader(fh)}
         assert (
@@ -223,6 +222,27 @@ def test_a_canvas_zip_is_graded_end_to_end_with_overrides_and_report(tmp_path):
             and "shape right" in turing["adjustments"]
         )
         assert (out / "report.html").is_file() and "turingalan-34567" in (out / "roster.csv").read_text()
+    (out / "report.html").unlink()
+    report = [sys.executable, "-m", "attnlib.grade", "report", str(out), "--assignment", STEM]
+    assert subprocess.run(report, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    assert "lovelaceada-12345" in (out / "report.html").read_text()
+    # the staging command on its own prints the duplicates
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coursetools.grade.classroom",
+            STEM,
+            str(download),
+            "--out",
+            str(tmp_path / "g2"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "turingalan-34567: 2 files" in proc.stderr
 
 
 def test_only_a_zip_or_lms_names_go_through_intake(tmp_path):
