@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import threading
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools import assign
 from attnlib.checks import get_exercise
+from coursetools import assign
 from coursetools.grade import report, sandbox
 from coursetools.grade.runner import ROOT, Settings, base_env, grade_submission
 from coursetools.grade.submission import Assignment, find_submissions, resolve_assignment
@@ -26,7 +27,59 @@ def load_assignment(spec: str) -> Assignment:
     if not points:
         raise ValueError(f"{path} has no exercise cells (metadata attnlib.exercise)")
     functions = {ex_id: get_exercise(ex_id).function for ex_id in points}
-    return Assignment(path=path, points=points, functions=functions)
+    forbidden = {ex_id: tuple(get_exercise(ex_id).forbidden or ()) for ex_id in points}
+    return Assignment(path, points, functions, forbidden, assignment_digest(path, points))
+
+
+SYSTEM_TOPS = [
+    [name]
+    for name in (
+        "usr",
+        "lib",
+        "lib64",
+        "lib32",
+        "etc",
+        "bin",
+        "sbin",
+        "proc",
+        "sys",
+        "dev",
+        "run",
+        "var",
+        "opt",
+        "nix",
+        "snap",
+    )
+]
+
+
+def _hidden_folders(submissions: Path, out: Path, extra) -> set[str]:
+    """Folders covered by an empty tmpfs in the sandbox: the submissions, the output, and
+    every folder beside the grader's own code in the repository (.git, solutions, _build,
+    tests, ...) and beside the submissions folder. The sandbox skips any folder that holds
+    what the interpreter needs (the attnlib and coursetools packages, the virtual env)."""
+    hide = {str(submissions), str(out), str(ROOT / "solutions"), str(ROOT / ".git"), *map(str, extra)}
+    for top in (ROOT, submissions.parent, out.parent):
+        if top == Path(top.anchor) or str(top).split("/")[1:2] in SYSTEM_TOPS:
+            continue  # never cover the system's own folders (/usr, /lib, /etc, ...)
+        try:
+            children = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
+        except OSError:
+            continue
+        hide.update(str(p) for p in children if p.name not in ("attnlib", "coursetools"))
+    return hide
+
+
+def assignment_digest(path: Path, points: dict[str, float]) -> str:
+    """A fingerprint of what a grade depends on besides the submission: the exercise notebook,
+    the points and, per exercise, its cases (names, hidden flags) and forbidden calls."""
+    h = hashlib.sha256()
+    h.update(Path(path).read_bytes())
+    for ex_id, pts in points.items():
+        exercise = get_exercise(ex_id)
+        h.update(repr((ex_id, pts, exercise.function, tuple(exercise.forbidden or ()))).encode())
+        h.update(repr([(c.name, c.hidden) for c in exercise.cases]).encode())
+    return h.hexdigest()[:16]
 
 
 def grade(
@@ -58,9 +111,11 @@ def grade(
     settings.out = out
     if settings.isolation == "auto":
         settings.isolation = sandbox.probe()
-    hide = {str(submissions), str(out), str(ROOT / "solutions"), *map(str, settings.hide)}
-    settings.hide = sorted(hide)
+    settings.hide = sorted(_hidden_folders(submissions, out, settings.hide))
     jobs = max(1, jobs or min(2, os.cpu_count() or 1))
+    own_uids = os.geteuid() == 0 and settings.uid_base is None
+    if own_uids:
+        settings.uid_base = sandbox.allocate_uids(jobs)
 
     subs = [s for s in find_submissions(submissions, assignment.path.stem) if s.path.resolve() != out]
     records: dict[str, dict] = {}
@@ -68,7 +123,7 @@ def grade(
     for sub in subs:
         old = None if force else report.load_record(out, sub.student)
         kept = old is not None and old.get("status") not in ("interrupted", "grader-error")
-        if kept and old.get("digest") == sub.digest:
+        if kept and old.get("digest") == sub.digest and old.get("assignment") == assignment.digest:
             records[sub.student] = old
         else:
             records[sub.student] = report.pending_record(sub.student, str(sub.path), assignment.points)
@@ -97,14 +152,15 @@ def grade(
         try:
             try:
                 record = grade_submission(sub, assignment, exercises, settings, slot, stop)
+                record["assignment"] = assignment.digest
+                if record.get("status") != "interrupted":
+                    report.write_student(out, record, assignment.path.stem)
             except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
                 record = report.pending_record(sub.student, str(sub.path), assignment.points)
                 record.update(status="grader-error", incidents=[f"{type(exc).__name__}: {exc}"[:300]])
                 record["digest"] = sub.digest
         finally:
             slots.put(slot)
-        if record.get("status") != "interrupted":
-            report.write_student(out, record, assignment.path.stem)
         with lock:
             records[sub.student] = record
             write_csv()
@@ -136,6 +192,9 @@ def grade(
             write_csv()
         raise
     finally:
+        if own_uids:
+            sandbox.release_uids(settings.uid_base)
+            settings.uid_base = None
         if own_zygotes:
             for zygote in settings.zygotes or []:
                 zygote.close()

@@ -200,7 +200,7 @@ def gradescope(record: dict) -> dict:
     tests = []
     for ex_id, ex in record.get("exercises", {}).items():
         cases = ex.get("cases", [])
-        share = ex["points"] / len(cases) if cases else 0.0
+        share = ex["points"] / len(cases) if cases else 0.0  # unrounded: the shares add up to the points
         for case in cases:
             status = case.get("status", "no-verdict")
             out = [status]
@@ -210,8 +210,8 @@ def gradescope(record: dict) -> dict:
             tests.append(
                 {
                     "name": f"{ex_id}: {case.get('case')}",
-                    "score": round(share if status == "passed" else 0.0, 6),
-                    "max_score": round(share, 6),
+                    "score": share if status == "passed" else 0.0,
+                    "max_score": share,
                     "output": "\n".join(out),
                     "visibility": "after_published" if case.get("hidden") else "visible",
                 }

@@ -24,7 +24,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from attnlib.checks.core import CaseResult, Exercise, judge_case, judge_error
+from attnlib.checks.core import (
+    FORBIDDEN_MISCONCEPTION,
+    CaseResult,
+    Exercise,
+    forbidden_message,
+    judge_case,
+    judge_error,
+)
 from coursetools.grade import sandbox
 from coursetools.grade.submission import Assignment, Submission, Unreadable, build_plan, read_notebook
 from coursetools.grade.wire import WireError, decode
@@ -53,6 +60,7 @@ class Settings:
     hide: list[str] = field(default_factory=list)
     zygote: bool = True
     zygotes: list | None = None
+    uid_base: int | None = None  # first sandbox uid of this grader (sandbox.allocate_uids); root only
 
 
 @dataclass
@@ -99,7 +107,11 @@ class _Run:
     def execute(self) -> RunOutcome:
         settings = self.settings
         read_fd, write_fd = os.pipe()
-        uid = sandbox.SANDBOX_UID_BASE + self.slot if os.geteuid() == 0 else None
+        uid = None
+        if os.geteuid() == 0:
+            base = settings.uid_base if settings.uid_base is not None else sandbox.SANDBOX_UID_BASE
+            uid = base + self.slot
+        self.uid = uid
         plan = dict(self.plan)
         plan["fd"] = write_fd
         plan["token"] = self.token = secrets.token_hex(16)
@@ -132,6 +144,13 @@ class _Run:
         zygote = None
         if settings.zygotes and settings.isolation in ("namespaces", "none"):
             zygote = settings.zygotes[self.slot % len(settings.zygotes)]
+        try:
+            return self._execute_on(zygote, payload, read_fd, write_fd, plan)
+        finally:
+            if uid is not None:
+                sandbox.kill_uid(uid)  # whatever escaped the process group (setsid, daemons)
+
+    def _execute_on(self, zygote, payload: bytes, read_fd: int, write_fd: int, plan: dict) -> RunOutcome:
         if zygote is not None:
             try:
                 return self._execute_forked(zygote, payload, read_fd, write_fd)
@@ -188,7 +207,8 @@ class _Run:
     def _execute_fresh(self, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
         settings = self.settings
         boot = (
-            f"import sys; sys.path.insert(0, {str(ROOT)!r}); from coursetools.grade.harness import main; main()"
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+            "from coursetools.grade.harness import main; main()"
         )
         argv = sandbox.command(settings.isolation, [settings.python, "-I", "-c", boot])
         try:
@@ -234,6 +254,25 @@ class _Run:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+    def _drain(self, out_fd: int, open_streams: int) -> None:
+        """Read the printed output that is still in the pipe after "done" (until EOF, at most 1 s)."""
+        if open_streams == 0:
+            return
+        end = time.monotonic() + 1.0
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(out_fd, selectors.EVENT_READ)
+        except (ValueError, KeyError, OSError):
+            return
+        while time.monotonic() < end:
+            if not sel.select(timeout=max(0.0, end - time.monotonic())):
+                break
+            data = os.read(out_fd, 1 << 16)
+            if not data:
+                break
+            self._keep_output(data)
+        sel.close()
 
     def _watch(self, read_fd: int, out_fd: int, poll) -> RunOutcome:
         settings = self.settings
@@ -292,6 +331,7 @@ class _Run:
                         step = event
                         step_started = time.monotonic()
                     elif kind == "done":
+                        self._drain(out_fd, open_streams)
                         return RunOutcome("done", step)
                     elif kind == "fatal":
                         return RunOutcome("fatal", step, str(event.get("message", ""))[:500])
@@ -371,6 +411,9 @@ def grade_submission(
         return _finish(record, assignment, exercises, {}, settings, started)
     plan, notes, review = build_plan(nb, assignment)
     plan["exercises"] = list(assignment.points)
+    forbidden = plan.pop("forbidden", {})
+    if forbidden:
+        record["forbidden"] = forbidden
     record["notes"] += notes
     record["review"] += review
 
@@ -476,10 +519,30 @@ def _where(step: dict | None) -> str:
     return f"{step.get('ex')}, case {step.get('case')!r}"
 
 
+# Verdicts compute references in the grader's process, from several job threads. A
+# reference or a case may draw from (or seed) a global random generator, or import a
+# part of torch lazily (two threads doing that at once fail): one verdict at a time, with
+# torch's and NumPy's global generators saved and restored around it, so that no verdict
+# depends on another thread's timing.
+_JUDGE_LOCK = threading.RLock()
+
+
 def judge(exercise: Exercise, case, event: dict | None, settings: Settings) -> CaseResult | None:
     """The verdict for one case from what the harness sent (``None``: no verdict)."""
     if event is None:
         return None
+    import numpy as np
+    import torch
+
+    with _JUDGE_LOCK, torch.random.fork_rng(devices=[]):
+        np_state = np.random.get_state()  # noqa: NPY002 - saving the legacy global state
+        try:
+            return _judge(exercise, case, event, settings)
+        finally:
+            np.random.set_state(np_state)  # noqa: NPY002
+
+
+def _judge(exercise: Exercise, case, event: dict, settings: Settings) -> CaseResult | None:
     kind = event.get("kind")
     try:
         if kind == "value":
@@ -541,8 +604,20 @@ def _finish(record, assignment, exercises, results, settings, started) -> dict:
     for ex_id, points in assignment.points.items():
         exercise = exercises[ex_id]
         cases = []
+        banned = record.get("forbidden", {}).get(ex_id)
         for case in exercise.cases:
-            verdict = judge(exercise, case, results.get((ex_id, case.name)), settings)
+            if banned and record["status"] != "unreadable":
+                # the answer cell uses a call that already implements the exercise: 0 points
+                verdict = CaseResult(
+                    case.name,
+                    "failed",
+                    forbidden_message(banned),
+                    FORBIDDEN_MISCONCEPTION,
+                    "write the computation with basic operations (matrix products, exp, sums, max).",
+                    case.hidden,
+                )
+            else:
+                verdict = judge(exercise, case, results.get((ex_id, case.name)), settings)
             cases.append(None if verdict is None else _case_dict(verdict))
         judged = [c for c in cases if c is not None]
         score = None

@@ -54,10 +54,92 @@ _FLAG_NAMES = {
     "relatime": MS_RELATIME,
     "strictatime": MS_STRICTATIME,
 }
-UNSHARE_FLAGS = ["--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-# uids of the sandbox users: one per job slot, so that one submission's fork
-# bomb cannot use up another's RLIMIT_NPROC.
+UNSHARE_FLAGS = ["--mount", "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"]
+# uids of the sandbox users: one per job slot AND per grader instance (see
+# allocate_uids), so that one submission's fork bomb cannot use up another's
+# RLIMIT_NPROC, and two graders on one host never share a uid.
 SANDBOX_UID_BASE = int(os.environ.get("ATTNLIB_GRADE_UID_BASE", "62000"))
+UID_BLOCK = 16  # uids per grader instance: its job slots
+UID_BLOCKS = 64
+_HELD_LOCKS: list[int] = []
+
+
+def allocate_uids(jobs: int) -> int:
+    """The first of ``jobs`` sandbox uids that no other grader on this host holds.
+
+    Blocks of :data:`UID_BLOCK` uids are claimed with ``flock`` on a lock file per
+    block (released by the kernel when this process ends, even after ``kill -9``).
+    """
+    import fcntl
+
+    if jobs > UID_BLOCK:
+        raise ValueError(f"at most {UID_BLOCK} jobs per grader (got {jobs})")
+    folder = os.environ.get("COURSETOOLS_LOCK_DIR", "/tmp")
+    for block in range(UID_BLOCKS):
+        path = os.path.join(folder, f".coursetools-grade-uids-{SANDBOX_UID_BASE + block * UID_BLOCK}.lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _HELD_LOCKS.append(fd)
+        return SANDBOX_UID_BASE + block * UID_BLOCK
+    raise RuntimeError(f"every block of sandbox uids is held by another grader ({UID_BLOCKS} blocks)")
+
+
+def release_uids(base: int) -> None:
+    """Give back the block of uids that :func:`allocate_uids` returned."""
+    import fcntl
+
+    for fd in list(_HELD_LOCKS):
+        try:
+            name = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            name = ""
+        if name.endswith(f"-{base}.lock"):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            _HELD_LOCKS.remove(fd)
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid`` (what a submission left behind: setsid, daemons).
+
+    A forked helper takes the uid and calls ``kill(-1, SIGKILL)``, which reaches
+    exactly the processes that uid may signal: its own. Root only; a no-op otherwise.
+    """
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return
+    for _ in range(3):  # a fork that raced with the kill: try again
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, 9)
+            except BaseException:  # noqa: BLE001, S110 - nothing left to kill
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        if not _uid_processes(uid):
+            return
+
+
+def _uid_processes(uid: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
 
 
 # --------------------------------------------------------------------------- grader side
@@ -222,7 +304,8 @@ def enter(settings: dict) -> dict:
             _mount(libc, "tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}m")
             uid = settings.get("uid")
             if uid is not None and os.getuid() == 0 and _real_root():
-                _open_up(libc, needed, scratch, report)
+                # the scratch folder too: an output folder below a 0700 folder stays reachable
+                _open_up(libc, [*needed, os.path.realpath(scratch)], scratch, report)
             for point, flags in _mounts():
                 if point == scratch or any(_under(point, t) for t in ("/proc", "/sys", "/dev")):
                     continue
@@ -250,6 +333,8 @@ def enter(settings: dict) -> dict:
                 os.setgid(uid)
                 os.setuid(uid)
                 report["uid"] = uid
+                # a change of credentials clears the parent-death signal: arm it again
+                set_pdeathsig()
             except OSError as exc:
                 report["errors"].append(f"could not drop privileges: {exc}")
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,10 @@ CHECK_CALL = re.compile(r"^\s*check\s*\(")
 MAGIC = re.compile(r"^(\s*)[%!]")
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NOTEBOOK_BYTES = 64 << 20
-# answer cells that reach for the reference instead of computing it
+# answer cells that reach for the reference instead of computing it: the text (paths,
+# names) and, by the syntax tree, any use of the checker's modules however it is spelt
 SUSPICIOUS = re.compile(r"attnlib\.checks|get_exercise|all_exercises|_REGISTRY|solutions/|\.reference\b")
+CHECKER_MODULES = ("attnlib.checks", "coursetools", "attnlib.grade", "attnlib.assign")
 
 
 @dataclass
@@ -29,11 +32,18 @@ class Submission:
 
 @dataclass
 class Assignment:
-    """The exercises of the notebook being graded: ``{id: points}`` in notebook order."""
+    """The exercises of the notebook being graded: ``{id: points}`` in notebook order.
+
+    ``forbidden``: per exercise, the calls its answer may not use (``Exercise.forbidden``);
+    ``digest``: a fingerprint of the notebook, the points and the checks' cases, part of
+    each record's resume key so that a change of any of them regrades everyone.
+    """
 
     path: Path
     points: dict[str, float]
     functions: dict[str, str] = field(default_factory=dict)
+    forbidden: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    digest: str = ""
 
     @property
     def max_points(self) -> float:
@@ -60,34 +70,69 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+# names the grader (and the class tools around it) write at the top of the output folder:
+# a student key never takes one of them, whatever the submission file is called
+RESERVED_KEYS = frozenset(
+    {"grades.csv", "feedback", "report.html", "overrides.csv", "roster.csv", "submissions", "work", "student"}
+)
+
+
+def _name_hash(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def student_key(raw: str) -> str:
+    """The output key of a submission called ``raw`` (file stem or folder name).
+
+    The key is ``raw`` itself when that is a safe, non-reserved file name;
+    otherwise the safe form plus a fingerprint of ``raw``, so two names that
+    clean up alike (``a b`` and ``a_b``) never share a key, and a key depends on
+    its own file only (a rerun finds the same key, whatever else was added).
+    """
+    base = safe_name(raw)
+    if base == raw and base.lower() not in RESERVED_KEYS:
+        return base
+    return f"{base[:90]}-{_name_hash(raw)}"
+
+
 def find_submissions(folder: Path, assignment_stem: str) -> list[Submission]:
     """Every submission under ``folder``: ``<student>.ipynb`` files and nbgrader's
     ``<student>/<assignment>/<notebook>.ipynb`` folders (any other file at the top
-    is a submission too, and will be reported unreadable). Students are unique."""
-    found: list[Submission] = []
+    is a submission too, and will be reported unreadable). Each file gets its own
+    record: ``student`` is a key unique per file (see :func:`student_key`).
+    Symbolic links are never followed: a link is a submission reported unreadable."""
+    found: list[tuple[str, Submission]] = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or entry.name.startswith("__"):
             continue
-        if entry.is_dir():
-            notebooks = sorted(p for p in entry.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+        if entry.is_symlink():
+            found.append((entry.name, Submission(entry.name, entry)))
+        elif entry.is_dir():
+            notebooks = sorted(
+                p
+                for p in entry.rglob("*.ipynb")
+                if ".ipynb_checkpoints" not in p.parts and not p.is_symlink() and p.is_file()
+            )
             if not notebooks:
-                found.append(Submission(entry.name, entry))
+                found.append((entry.name, Submission(entry.name, entry)))
                 continue
             named = [p for p in notebooks if p.stem == assignment_stem]
             in_assignment = [p for p in notebooks if p.parent.name == assignment_stem]
             pick = (named or in_assignment or notebooks)[0]
-            found.append(Submission(entry.name, pick))
+            found.append((entry.name, Submission(entry.name, pick)))
         elif entry.is_file():
-            student = entry.stem if entry.suffix == ".ipynb" else entry.name
-            found.append(Submission(student, entry))
-    seen: dict[str, int] = {}
-    for sub in found:
-        base = safe_name(sub.student)
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        sub.student = base if n == 0 else f"{base}-{n + 1}"
-        sub.digest = file_digest(sub.path) if sub.path.is_file() else "missing"
-    return found
+            raw = entry.stem if entry.suffix == ".ipynb" else entry.name
+            found.append((entry.name, Submission(raw, entry)))
+    keys: dict[str, int] = {}
+    for _, sub in found:
+        sub.student = student_key(sub.student)
+        keys[sub.student.lower()] = keys.get(sub.student.lower(), 0) + 1
+    for name, sub in found:
+        # a folder "ann" and a file "ann.ipynb", or "Ann"/"ann" on a case-blind file system
+        if keys[sub.student.lower()] > 1:
+            sub.student = f"{safe_name(sub.student)[:90]}-{_name_hash(name)}"
+        sub.digest = file_digest(sub.path) if sub.path.is_file() and not sub.path.is_symlink() else "missing"
+    return [sub for _, sub in found]
 
 
 def resolve_assignment(spec: str, root: Path) -> Path:
@@ -111,6 +156,8 @@ def _meta(cell) -> dict:
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """Read any nbformat version as v4; :class:`Unreadable` with a reason otherwise."""
+    if path.is_symlink():
+        raise Unreadable("a symbolic link: links are not followed, submit the notebook itself")
     if not path.is_file():
         raise Unreadable("no notebook found in this submission")
     if path.suffix != ".ipynb":
@@ -121,14 +168,22 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     if size > MAX_NOTEBOOK_BYTES:
         raise Unreadable(f"the file is too large ({size} bytes)")
     try:
-        text = path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            text = fh.read(MAX_NOTEBOOK_BYTES + 1).decode("utf-8")
         raw = json.loads(text)
+    except RecursionError:
+        raise Unreadable("not a notebook (JSON nested too deeply)") from None
+    except OSError as exc:
+        raise Unreadable(f"could not be read: {exc.strerror}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise Unreadable(f"not a notebook (not JSON: {str(exc)[:80]})") from None
     if not isinstance(raw, dict) or "nbformat" not in raw:
         raise Unreadable("not a notebook (no nbformat field)")
     try:
         nb = nbformat.reads(text, as_version=4)
+    except RecursionError:
+        raise Unreadable("not a notebook (JSON nested too deeply)") from None
     except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
         raise Unreadable(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:80]}") from None
     cells = nb.get("cells")
@@ -145,21 +200,50 @@ def _cell_source(cell) -> str:
 
 
 def _strip_magics(source: str) -> tuple[str, bool]:
-    """Replace IPython magics and shell escapes (plain Python cannot run them) with ``pass``."""
+    """Turn IPython syntax into the Python that IPython itself runs (``get_ipython().…`` calls).
+
+    The harness provides ``get_ipython()`` with stand-ins for the line and cell
+    magics (``%time``, ``%timeit -o``, ``%%time`` run their code; others do
+    nothing) and for shell escapes (``!cmd`` runs nothing; ``x = !cmd`` gives an
+    empty list), so ``r = %timeit -o f()``, ``x = !ls`` and ``f?`` cost nothing.
+    Without IPython, the offending lines become ``pass``.
+    """
+    transform = _ipython_transformer()
+    if transform is not None:
+        try:
+            out = transform(source)
+        except Exception:  # noqa: BLE001 - IPython's own parser gave up: run the cell as it is
+            return source, False
+        return out, out != source and out != source + "\n"
     lines = source.splitlines()
     changed = False
     if lines and lines[0].lstrip().startswith("%%"):
         lines = lines[1:]  # a cell magic such as %%time: run the body
         changed = True
-    out = []
+    out_lines = []
     for line in lines:
         match = MAGIC.match(line)
         if match:
-            out.append(f"{match.group(1)}pass  # removed by the grader: {line.strip()[:60]}")
+            out_lines.append(f"{match.group(1)}pass  # removed by the grader: {line.strip()[:60]}")
             changed = True
         else:
-            out.append(line)
-    return "\n".join(out), changed
+            out_lines.append(line)
+    return "\n".join(out_lines), changed
+
+
+_TRANSFORMER: list = []
+
+
+def _ipython_transformer():
+    """IPython's own cell transformer (``TransformerManager().transform_cell``), or None."""
+    if not _TRANSFORMER:
+        try:
+            from IPython.core.inputtransformer2 import TransformerManager
+
+            _TRANSFORMER.append(TransformerManager().transform_cell)
+        except ImportError:
+            _TRANSFORMER.append(None)
+    return _TRANSFORMER[0]
 
 
 def is_check_cell(cell) -> bool:
@@ -202,11 +286,15 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             if re.search(rf"^\s*def\s+{re.escape(fname)}\s*\(", source, re.M):
                 by_def[ex_id] = index
     if magic_cells:
-        notes.append(f"IPython magics and shell commands were skipped in cells {magic_cells}")
+        notes.append(
+            f"IPython syntax in cells {magic_cells} ran with the grader's stand-ins "
+            "(%time/%timeit run their code, other magics and shell commands do nothing)"
+        )
     evaluate_after: dict[str, list[str]] = {}
     at_end: list[str] = []
     located = 0
     sources = {i: s for i, s in cells}
+    forbidden: dict[str, list[str]] = {}
     for ex_id in assignment.points:
         if ex_id in by_meta:
             where = by_meta[ex_id]
@@ -219,9 +307,27 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             at_end.append(ex_id)
             continue
         evaluate_after.setdefault(str(where), []).append(ex_id)
-        if SUSPICIOUS.search(sources.get(where, "")):
+        answer = sources.get(where, "")
+        if SUSPICIOUS.search(answer) or _uses(answer, CHECKER_MODULES):
             review.append(f"{ex_id}: the answer cell refers to the checker or the solutions")
+        found = _uses(answer, assignment.forbidden.get(ex_id, ()))
+        if found:
+            forbidden[ex_id] = found
     if assignment.points and located == 0:
         review.append("none of the assignment's answer cells is in this notebook: is it the right one?")
     plan = {"cells": cells, "evaluate_after": evaluate_after, "evaluate_at_end": at_end}
+    if forbidden:
+        plan["forbidden"] = forbidden  # read by the grader only (runner), never trusted from the sandbox
     return plan, notes, review
+
+
+def _uses(source: str, names) -> list[str]:
+    """The entries of ``names`` that ``source`` uses, by its syntax tree (attnlib.checks.forbidden)."""
+    if not names:
+        return []
+    from attnlib.checks.forbidden import find_forbidden
+
+    try:
+        return list(find_forbidden(source, names))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []

@@ -23,6 +23,7 @@ import sys
 import threading
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
@@ -59,7 +60,7 @@ def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
     plan["fd"] = events_fd
     if isolate:
         libc = sandbox._libc()
-        if libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) != 0:
+        if libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID) != 0:
             err = ctypes.get_errno()
             os.write(2, f"unshare failed: {os.strerror(err)}\n".encode())
             os._exit(70)
@@ -90,9 +91,10 @@ def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
 
 def serve(control_fd: int, isolate: bool) -> None:
     """The zygote's loop: warm imports, then one fork per request until the socket closes."""
-    from coursetools.grade import sandbox
-
-    sandbox.set_pdeathsig()
+    # No parent-death signal here: it fires when the *thread* that started the zygote
+    # ends (Zygote.warm starts it from a short-lived thread). The zygote ends instead
+    # when its control socket closes, which happens when the grader ends, even by
+    # kill -9; each child it forks asks for SIGKILL when the zygote dies.
     import numpy  # noqa: F401
     import torch  # noqa: F401
 

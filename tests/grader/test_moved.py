@@ -45,7 +45,8 @@ def test_old_and_new_grade_commands_grade_a_class_identically(tmp_path):
         with open(out / "grades.csv", encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
         records = {
-            p.parent.name: _stable(json.loads(p.read_text(encoding="utf-8"))) for p in out.glob("*/record.json")
+            p.parent.name: _stable(json.loads(p.read_text(encoding="utf-8")))
+            for p in out.glob("*/record.json")
         }
         feedback = {p.name: p.read_text(encoding="utf-8") for p in (out / "feedback").glob("*.md")}
         results[module] = (rows, records, feedback, proc.stderr)
