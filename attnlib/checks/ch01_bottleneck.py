@@ -319,3 +319,197 @@ register(
         ),
     )
 )
+
+
+# --------------------------------------------------------------------------- ex-01-4: training steps
+# (appended by the chapters-01-02-07 helper: the learner writes the training step of chapter 01)
+
+
+def train_seq2seq_steps(model, optimizer, batches):
+    """One teacher-forced optimiser step per batch; the N losses before each step, a tensor (N,).
+
+    batches: a list of (src (B, S), tgt (B, T)) pairs, tgt ending with EOS and right-padded
+    with PAD. The loss is the mean cross-entropy over the real (non-PAD) target tokens of
+    ``model(src, shift_right(tgt))``.
+    """
+    losses = []
+    for src, tgt in batches:
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)  # (B, T)
+        logits = model(src, tgt_in)  # (B, T, V)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)  # (N,)
+
+
+def _train_step_inputs(seed, n_batches, batch, lengths, stale_grads=True):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        model = reset_parameters(Seq2SeqGRU(13, 6, 8), g)
+        if stale_grads:  # gradients left over from an earlier cell, as in a notebook
+            for p in model.parameters():
+                p.grad = torch.full_like(p, 0.5)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        batches = []
+        for _ in range(n_batches):
+            n = torch.randint(lengths[0], lengths[1] + 1, (batch,), generator=g).tolist()
+            rows = [torch.randint(3, 13, (k,), generator=g).tolist() for k in n]
+            width = max(n)
+            src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
+            tgt = torch.tensor([r[::-1] + [EOS] + [PAD] * (width - len(r)) for r in rows])
+            batches.append((src, tgt))
+        return model, optimizer, batches
+
+    return make
+
+
+def _losses_as_floats(value):
+    """The losses as a float64 vector, whether returned as a tensor, an array or a list."""
+    import numpy as np
+
+    if isinstance(value, tuple):
+        value = [np.asarray(v, dtype=np.float64).reshape(-1) for v in value]
+        return np.concatenate(value) if value else np.zeros(0)
+    return np.asarray(value, dtype=np.float64).reshape(-1)
+
+
+def _compare_losses(expected, got, exercise):
+    from attnlib.checks.core import compare_outputs
+
+    try:
+        got = _losses_as_floats(got)
+    except (TypeError, ValueError):
+        return False, "return the losses as a tensor (N,) of numbers, one per batch"
+    return compare_outputs(_losses_as_floats(expected), got, exercise.rtol, exercise.atol)
+
+
+def _train_variant(shift=True, ignore_pad=True, zero_grad=True, step=True, reduction="mean"):
+    def train(model, optimizer, batches):
+        losses = []
+        for src, tgt in batches:
+            tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+            logits = model(src, tgt_in if shift else tgt)
+            loss = nn.functional.cross_entropy(
+                logits.flatten(0, 1),
+                tgt.flatten(),
+                ignore_index=PAD if ignore_pad else -100,
+                reduction=reduction,
+            )
+            if zero_grad:
+                optimizer.zero_grad()
+            loss.backward()
+            if step:
+                optimizer.step()
+            losses.append(loss.detach())
+        return torch.stack(losses)
+
+    return train
+
+
+def _predict_the_input(model, optimizer, batches):
+    """Targets misaligned: the loss asks position t to predict its own input token."""
+    losses = []
+    for src, tgt in batches:
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+        logits = model(src, tgt_in)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt_in.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def _loss_after_the_step(model, optimizer, batches):
+    """Returns each batch's loss recomputed after the step instead of the loss the step used."""
+    losses = []
+    for src, tgt in batches:
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+
+        def loss_now(src=src, tgt_in=tgt_in, tgt=tgt):
+            logits = model(src, tgt_in)
+            return nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+
+        optimizer.zero_grad()
+        loss_now().backward()
+        optimizer.step()
+        with torch.no_grad():
+            losses.append(loss_now())
+    return torch.stack(losses)
+
+
+register(
+    Exercise(
+        id="ex-01-4",
+        function="train_seq2seq_steps",
+        reference=train_seq2seq_steps,
+        cases=[
+            Case("3 batches of 4 strings, lengths 2-5", _train_step_inputs(1, 3, 4, (2, 5))),
+            Case("1 batch of 2 strings of length 3", _train_step_inputs(2, 1, 2, (3, 3))),
+            Case(
+                "4 batches of 3 strings, lengths 1-6, no stale gradients",
+                _train_step_inputs(3, 4, 3, (1, 6), stale_grads=False),
+            ),
+            Case(
+                "hidden: 3 batches of 5 strings, lengths 1-7",
+                _train_step_inputs(4, 3, 5, (1, 7)),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "decoder input not shifted right (the target itself fed in)",
+                _train_variant(shift=False),
+                "teacher forcing feeds BOS followed by the target without its last token "
+                "(shift_right(tgt)); fed the target itself, position t sees the token it must predict.",
+            ),
+            Misconception(
+                "loss target is the decoder input (targets misaligned)",
+                _predict_the_input,
+                "the decoder input is shifted right, the loss target is not: position t predicts tgt[:, t].",
+            ),
+            Misconception(
+                "PAD positions counted in the loss",
+                _train_variant(ignore_pad=False),
+                "padding is not part of any target: pass ignore_index=PAD to the cross-entropy.",
+            ),
+            Misconception(
+                "gradients never zeroed (optimizer.zero_grad missing)",
+                _train_variant(zero_grad=False),
+                "backward() adds to .grad: clear the old gradients with optimizer.zero_grad() "
+                "before each backward().",
+            ),
+            Misconception(
+                "optimizer.step missing: the parameters never change",
+                _train_variant(step=False),
+                "after backward(), call optimizer.step() to update the parameters.",
+            ),
+            Misconception(
+                "loss summed over tokens instead of averaged",
+                _train_variant(reduction="sum"),
+                "the loss is the mean over the real target tokens (the cross-entropy's default "
+                "reduction), so its size does not depend on the batch.",
+            ),
+            Misconception(
+                "loss recomputed after the step",
+                _loss_after_the_step,
+                "return the loss each step was computed from, before optimizer.step() changed the model.",
+            ),
+        ],
+        rtol=1e-4,
+        atol=1e-5,
+        compare=_compare_losses,
+        forbidden=("attnlib.chapters.seq2seq.train_seq2seq",),
+        hints=(
+            "a training step is: the model's predictions with teacher forcing, a loss, gradients, "
+            "an update; the loss of each step is what you return.",
+            "the decoder input is the target shifted right (BOS first); the loss compares the "
+            "logits with the target itself and skips the padding; old gradients must not leak "
+            "into the next step.",
+            "per batch: logits = model(src, shift_right(tgt)); cross_entropy(logits.flatten(0, 1), "
+            "tgt.flatten(), ignore_index=PAD); zero_grad, backward, step; keep loss.detach().",
+        ),
+    )
+)

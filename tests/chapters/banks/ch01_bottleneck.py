@@ -1,4 +1,5 @@
-"""Answer bank of chapter 01 (ex-01-1 context vector, ex-01-2 exact-sequence accuracy, ex-01-3 greedy decoding)."""
+"""Answer bank of chapter 01: ex-01-1 context vector, ex-01-2 exact-sequence accuracy,
+ex-01-3 greedy decoding, ex-01-4 training steps."""
 
 import torch
 from bank import Right, Wrong
@@ -159,4 +160,112 @@ RIGHT = [
     Right("ex-01-2", accuracy_python_loop),
     Right("ex-01-2", accuracy_float32),
     Right("ex-01-3", decode_with_finished_flags),
+]
+
+
+# --------------------------------------------------------------------------- ex-01-4 (training steps)
+
+
+def _shift(tgt):
+    return torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+
+
+def steps_unshifted(model, optimizer, batches):
+    losses = []
+    for src, tgt in batches:
+        logits = model(src, tgt)  # the answer fed in as the input
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return torch.tensor(losses)
+
+
+def steps_pad_in_loss(model, optimizer, batches):
+    losses = []
+    for src, tgt in batches:
+        logits = model(src, _shift(tgt))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def steps_no_zero_grad(model, optimizer, batches):
+    losses = []
+    for src, tgt in batches:
+        logits = model(src, _shift(tgt))
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def steps_summed(model, optimizer, batches):
+    losses = []
+    for src, tgt in batches:
+        logits = model(src, _shift(tgt))
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD, reduction="sum"
+        )
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def steps_by_the_library(model, optimizer, batches):
+    from attnlib.chapters.seq2seq import train_seq2seq
+
+    it = iter(batches)
+    return torch.tensor(train_seq2seq(model, lambda g: next(it), len(batches), lr=0.5, clip=0))
+
+
+def steps_masked_log_softmax_float64(model, optimizer, batches):
+    """Right: the cross-entropy written out, averaged in float64 over the real tokens; a list back."""
+    out = []
+    for src, tgt in batches:
+        tgt_in = tgt.roll(1, dims=1)
+        tgt_in[:, 0] = BOS
+        log_p = torch.log_softmax(model(src, tgt_in).double(), dim=-1)  # (B, T, V)
+        picked = log_p.gather(-1, tgt[..., None])[..., 0]  # (B, T)
+        real = (tgt != PAD).double()
+        loss = -(picked * real).sum() / real.sum()
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        out.append(loss.item())
+    return out
+
+
+def steps_one_row_of_logits_at_a_time(model, optimizer, batches):
+    """Right: NLL over the flattened real positions only, losses as a float32 tensor."""
+    losses = torch.zeros(len(batches))
+    for i, (src, tgt) in enumerate(batches):
+        tgt_in = torch.cat([torch.tensor([[BOS]] * len(tgt)), tgt[:, :-1]], dim=1)
+        logits = model(src, tgt_in)
+        keep = tgt != PAD
+        loss = torch.nn.functional.nll_loss(torch.log_softmax(logits[keep], dim=-1), tgt[keep])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses[i] = loss.detach()
+    return losses
+
+
+WRONG += [
+    Wrong("ex-01-4", steps_unshifted, "not shifted"),
+    Wrong("ex-01-4", steps_pad_in_loss, "PAD positions counted"),
+    Wrong("ex-01-4", steps_no_zero_grad, "zero_grad"),
+    Wrong("ex-01-4", steps_summed, "summed"),
+    Wrong("ex-01-4", steps_by_the_library, "not allowed"),
+]
+RIGHT += [
+    Right("ex-01-4", steps_masked_log_softmax_float64),
+    Right("ex-01-4", steps_one_row_of_logits_at_a_time),
 ]
