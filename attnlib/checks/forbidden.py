@@ -45,6 +45,7 @@ __all__ = [
     "SCALED_SCORE_IMPLEMENTATIONS",
     "SOFTMAX_IMPLEMENTATIONS",
     "find_forbidden",
+    "find_forbidden_in_cells",
     "forbidden_in_function",
     "function_source",
 ]
@@ -323,6 +324,57 @@ def find_forbidden(source: str, forbidden: Iterable[str]) -> list[str]:
         return []
     finder = _Finder(entries)
     finder.visit(tree)
+    return sorted(finder.found)
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def find_forbidden_in_cells(sources: list[str], answer: int, forbidden: Iterable[str]) -> list[str]:
+    """The forbidden entries that the answer cell ``sources[answer]`` uses, reading the whole notebook.
+
+    Other cells are read for what the answer cell's names mean, not for their
+    own calls (a demonstration cell may use attnlib): imports and aliases made
+    in any cell up to the answer cell (``from attnlib import
+    scaled_dot_product_attention as s`` in one cell, ``s(q, k, v)`` in the
+    answer), and functions defined in other cells that the answer calls, read
+    in turn (a helper cell that calls ``F.softmax``).
+    """
+    entries = list(forbidden)
+    if not entries or not 0 <= answer < len(sources):
+        return []
+    context = _Finder(entries)
+    helpers: dict[str, ast.AST] = {}
+    for index, source in enumerate(sources[: answer + 1]):
+        tree = _parse(source)
+        if tree is None:
+            continue
+        if index < answer:
+            context.visit(tree)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                helpers[node.name] = node
+    tree = _parse(sources[answer])
+    if tree is None:
+        return []
+    finder = _Finder(entries)
+    finder.aliases = dict(context.aliases)
+    finder.star_modules = list(context.star_modules)
+    finder.visit(tree)
+    own = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    todo = [tree]
+    seen: set[str] = set(own)
+    while todo:
+        node = todo.pop()
+        for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+            if name in helpers and name not in seen:
+                seen.add(name)
+                finder.visit(helpers[name])
+                todo.append(helpers[name])
     return sorted(finder.found)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlib.checks.forbidden import find_forbidden, forbidden_in_function
+from attnlib.checks.forbidden import find_forbidden, find_forbidden_in_cells, forbidden_in_function
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 OWN = "attnlib.scaled_dot_product_attention"
@@ -91,3 +91,21 @@ def test_identity_catches_a_reexport():
 
     src = "from attnlib.attention import scaled_dot_product_attention as f\ny = f(q, k, v)"
     assert find_forbidden(src, [OWN]) == [OWN]
+
+
+def test_a_notebook_is_read_for_the_answer_cells_names():
+    cells = [
+        "import torch\nfrom attnlib import scaled_dot_product_attention as s",
+        "out = s(q, k, v)  # a demonstration cell may use attnlib",
+        "def helper(x):\n    return torch.softmax(x, -1)",
+        "def answer(q, k, v):\n    return s(q, k, v)",
+        "def answer2(x):\n    return helper(x) * 2",
+        "def answer3(x):\n    return torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)",
+        "import torch.nn.functional as G",
+        "def answer4(q, k, v):\n    return G.scaled_dot_product_attention(q, k, v)",
+    ]
+    assert find_forbidden_in_cells(cells, 3, LIST) == [OWN]
+    assert find_forbidden_in_cells(cells, 4, LIST) == [".softmax", "torch.softmax"]
+    assert find_forbidden_in_cells(cells, 5, LIST) == []
+    assert find_forbidden_in_cells(cells, 7, LIST) == [SDPA]
+    assert find_forbidden_in_cells(cells, 1, []) == []
