@@ -79,8 +79,14 @@ register(
                 "the position by the base's power.",
             ),
         ],
-        hint="build the angles p / 10000^(2i/d_model) as a (P, D/2) table first, then place sin and "
-        "cos of each angle in neighbouring columns.",
+        hints=(
+            "each pair of columns holds a sine and a cosine of one angle; the angle grows with the position "
+            "and shrinks with the column pair.",
+            "build the angles as a (P, D/2) table by broadcasting a column of positions against a row of "
+            "wavelengths, then fill the even columns and the odd columns from it.",
+            "angle[p, i] = p / 10000 ** (2 * i / d_model); "
+            "PE[:, 0::2] = sin(angle), PE[:, 1::2] = cos(angle).",
+        ),
         forbidden=_POSITIONS,
         rtol=1e-6,
         atol=1e-6,
@@ -154,8 +160,13 @@ register(
                 "the first row is position 0 and must come out unchanged.",
             ),
         ],
-        hint="split the last axis into pairs, compute one angle per (position, pair), rotate each pair "
-        "by its angle, and put the pairs back in place.",
+        hints=(
+            "RoPE is a rotation in each 2-D plane of neighbouring features, by an angle that grows with the "
+            "position.",
+            "compute one angle per (position, pair) as an (L, E/2) table; take a = x[..., 0::2] and "
+            "b = x[..., 1::2], rotate, and write the results back into the even and odd columns.",
+            "phi = p * 10000 ** (-2k / E); new_a = a cos(phi) - b sin(phi), new_b = a sin(phi) + b cos(phi).",
+        ),
         forbidden=_POSITIONS,
         rtol=1e-6,
         atol=1e-6,
@@ -218,8 +229,14 @@ register(
                 "masked out completely.",
             ),
         ],
-        hint="compute the distance i - j as an (L, L) table, multiply by one slope per head, and mask "
-        "the keys after each query.",
+        hints=(
+            "the bias penalises distance: the further back a key, the lower its score; later keys are "
+            "not allowed at all.",
+            "compute the distance i - j as an (L, L) table, multiply by one slope per head (broadcast to "
+            "(num_heads, L, L)), then mask the keys after each query.",
+            "slope_r = 2 ** (-8 * (r + 1) / num_heads); "
+            "bias = -slope_r * (i - j) where j <= i, -inf elsewhere.",
+        ),
         forbidden=_POSITIONS,
         rtol=1e-5,
         atol=1e-6,

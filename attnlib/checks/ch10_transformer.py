@@ -118,7 +118,12 @@ register(
                 "the attention's output was added.",
             ),
         ],
-        hint="two residual steps, one per sublayer: normalise, apply the sublayer, add to the stream.",
+        hints=(
+            "a block is two residual steps, one per sublayer, applied one after the other.",
+            "in a pre-norm block each step normalises its input, applies the sublayer, and adds the result "
+            "to the un-normalised stream.",
+            "x = x + attention(norm1(x)) with the causal mask, then x = x + feed_forward(norm2(x)).",
+        ),
         rtol=1e-6,
         atol=1e-7,
     )
@@ -222,8 +227,12 @@ register(
                 "the order is zero_grad(), backward(), step().",
             ),
         ],
-        hint="for each batch: predict the next tokens, compute the loss, clear the gradients, "
-        "backpropagate, step; keep the loss.",
+        hints=(
+            "one optimiser step per batch, the loss recorded before the step.",
+            "position t predicts token t + 1: the inputs and the targets are the same tokens, shifted.",
+            "per batch: logits = model(tokens[:, :-1]); cross-entropy against tokens[:, 1:]; zero_grad, "
+            "backward, step.",
+        ),
         rtol=1e-4,
         atol=1e-5,
     )
@@ -342,7 +351,13 @@ register(
                 "the prediction for the next token is in the logits of the *last* position.",
             ),
         ],
-        hint="one cache per block, created once; run the prompt through forward_cached, then feed "
-        "each new token alone at its own offset.",
+        hints=(
+            "the caches remember the keys and values of everything decoded so far: every position goes "
+            "through the model once.",
+            "create one cache per block before the loop, run the whole prompt through forward_cached once, "
+            "then feed each new token alone.",
+            "a token appended as the n-th of the sequence goes in at offset n - 1; the next token is the "
+            "argmax of the last position's logits.",
+        ),
     )
 )
