@@ -225,32 +225,32 @@ _LOG2E = 1.0 / math.log(2.0)  # scores times log2(e) turn exp(x) into the cheape
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _fold_tile(m, l, acc, p, v_tile, *, base2=False, p_flat=None, acc_flat=None):
-    """The online-softmax update, in place: fold one tile of scores into ``(m, l, acc)``.
+def _fold_tile(m, l, acc, p, v, *, base2=False, p_flat=None, acc_flat=None):
+    """The online-softmax update, in place: fold one tile into (m, l, acc).
 
-    ``m``, ``l`` are ``(..., Bq, 1)``, ``acc`` ``(..., Bq, Ev)``, ``p`` holds the
-    tile's scores ``(..., Bq, Bk)`` (``-inf`` where masked) and is overwritten by
-    ``exp(scores - m_new)``; ``v_tile`` is ``(..., Bk, Ev)``. With ``base2`` the
-    scores are in base-2 units (natural scores times log2(e)) and ``exp2``
-    replaces ``exp`` (same result, a cheaper instruction). ``p_flat``/``acc_flat``
-    are optional 3-D views of ``p``/``acc`` for one batched ``acc += p @ v``.
+    m, l are (..., b_q, 1), acc (..., b_q, d_v); p holds the tile's scores
+    (..., b_q, b_k) (-inf where masked) and becomes exp(scores - m_new);
+    v is (..., b_k, d_v). With base2 the scores are in base-2 units
+    (natural scores times log2(e)) and exp2 replaces exp: the same result
+    from a cheaper instruction. p_flat and acc_flat are optional 3-D views
+    of p and acc for one batched acc += p @ v without a temporary.
 
-    NaN propagates as in torch's softmax: a NaN score makes ``m`` NaN, and
-    ``torch.maximum`` keeps it NaN in every later tile, whatever their order.
+    A NaN score makes m NaN, and torch.maximum keeps it NaN in every later
+    tile, whatever their order: NaN propagates as in torch's softmax.
     """
     exp_ = torch.Tensor.exp2_ if base2 else torch.Tensor.exp_
-    m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., Bq, 1)
-    # Rows that have seen only masked keys keep m = -inf; shift them by 0 instead
-    # so that exp(-inf - (-inf)) = NaN never happens.
+    m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., b_q, 1)
+    # Rows that have seen only masked keys keep m = -inf: shift them by 0
+    # instead, so that exp(-inf - (-inf)) = NaN never happens.
     shift = m_new.masked_fill(m_new == -math.inf, 0.0)
-    correction = exp_(m - shift)  # exp(m - m_new) <= 1 rescales what we had
+    correction = exp_(m - shift)  # exp(m - m_new) <= 1 rescales the past
     exp_(p.sub_(shift))  # p = exp(s - m_new), in place
     l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
     acc.mul_(correction)
     if acc_flat is not None:
-        acc_flat.baddbmm_(p_flat, v_tile)  # acc += p @ V, no temporary
+        acc_flat.baddbmm_(p_flat, v)  # acc += p @ v, no temporary
     else:
-        acc.add_(p @ v_tile)
+        acc.add_(p @ v)
     m.copy_(m_new)
 
 
