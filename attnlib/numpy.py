@@ -50,7 +50,7 @@ def _as_float(fn: str, **arrays) -> list[np.ndarray]:
 
 
 def _quiet(fn):
-    """Run ``fn`` without NumPy's floating point warnings: NaN/inf inputs give NaN/inf quietly, as in torch."""
+    """Run ``fn`` without NumPy's floating point warnings: NaN/inf inputs give NaN quietly, as in torch."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -75,10 +75,6 @@ def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.n
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows give NaN, as in torch
         e = np.exp(x - m)
     return m, e, np.sum(e, axis=axis, keepdims=True)
-
-
-def _axis(fn: str, dim: object, ndim: int) -> int:
-    return check_dim(fn, dim, ndim)
 
 
 def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
@@ -110,7 +106,7 @@ def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     array([0.5, 0.5, 0. ])
     """
     (x,) = _as_float("softmax", x=x)
-    dim = _axis("softmax", dim, x.ndim)
+    dim = check_dim("softmax", dim, x.ndim)
     if x.ndim > 0 and x.shape[dim] == 0:
         return x.copy()
     xf = _upcast(x)
@@ -149,7 +145,7 @@ def log_softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     array([-0.69314718, -0.69314718])
     """
     (x,) = _as_float("log_softmax", x=x)
-    dim = _axis("log_softmax", dim, x.ndim)
+    dim = check_dim("log_softmax", dim, x.ndim)
     if x.ndim > 0 and x.shape[dim] == 0:
         return x.copy()
     xf = _upcast(x)
@@ -191,7 +187,7 @@ def logsumexp(x: np.ndarray, dim: int = -1, keepdim: bool = False) -> np.ndarray
     """
     fn = "logsumexp"
     (x,) = _as_float(fn, x=x)
-    dim = _axis(fn, dim, x.ndim)
+    dim = check_dim(fn, dim, x.ndim)
     if not isinstance(keepdim, bool):
         raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
     xf = _upcast(x)
