@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -113,6 +115,10 @@ def grade(
         settings.isolation = sandbox.probe()
     settings.hide = sorted(_hidden_folders(submissions, out, settings.hide))
     jobs = max(1, jobs or min(2, os.cpu_count() or 1))
+    own_work = settings.work_dir is None
+    if own_work:
+        settings.work_dir = Path(tempfile.mkdtemp(prefix="coursetools-grade-"))
+        settings.work_dir.chmod(0o711)  # traversable by the sandbox uids, not listable
     own_uids = os.geteuid() == 0 and settings.uid_base is None
     if own_uids:
         settings.uid_base = sandbox.allocate_uids(jobs)
@@ -192,6 +198,9 @@ def grade(
             write_csv()
         raise
     finally:
+        if own_work:
+            shutil.rmtree(settings.work_dir, ignore_errors=True)
+            settings.work_dir = None
         if own_uids:
             sandbox.release_uids(settings.uid_base)
             settings.uid_base = None

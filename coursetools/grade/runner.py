@@ -60,6 +60,7 @@ class Settings:
     hide: list[str] = field(default_factory=list)
     zygote: bool = True
     zygotes: list | None = None
+    work_dir: Path | None = None  # scratch folders' parent (batch: a fresh folder in the system's temp)
     uid_base: int | None = None  # first sandbox uid of this grader (sandbox.allocate_uids); root only
 
 
@@ -421,7 +422,9 @@ def grade_submission(
     skip_cells: list[int] = []
     incidents: list[str] = []
     deadline = started + settings.timeout_total
-    scratch = settings.out / ".work" / f"{sub.student}"
+    # under the system's temporary folder, not the output folder: an output folder below a
+    # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
+    scratch = (settings.work_dir or settings.out / ".work") / f"{sub.student}"
     protocol_problems = 0
     while record["runs"] < settings.max_runs:
         record["runs"] += 1

@@ -304,8 +304,7 @@ def enter(settings: dict) -> dict:
             _mount(libc, "tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}m")
             uid = settings.get("uid")
             if uid is not None and os.getuid() == 0 and _real_root():
-                # the scratch folder too: an output folder below a 0700 folder stays reachable
-                _open_up(libc, [*needed, os.path.realpath(scratch)], scratch, report)
+                _open_up(libc, needed, scratch, report)
             for point, flags in _mounts():
                 if point == scratch or any(_under(point, t) for t in ("/proc", "/sys", "/dev")):
                     continue
