@@ -218,3 +218,31 @@ def test_additive_attention_errors():
         att(torch.randn(3), torch.randn(2, 4, 5))
     with pytest.raises(ValueError, match=r"\(2, 4, 5\).*\(2, 3, 5\)"):
         att(torch.randn(2, 3), torch.randn(2, 4, 5), torch.randn(2, 3, 5))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_to_torch_computes_the_same_function(config):
+    """to_torch() is the inverse of from_torch(): float64, masks translated (torch: True = ignore)."""
+    B, h, L, S, E, kdim, vdim, bias = config
+    torch.manual_seed(B + h)
+    ours = MultiHeadAttention(E, h, bias=bias, kdim=kdim, vdim=vdim).double()
+    if bias:
+        with torch.no_grad():
+            ours.out_proj.bias.normal_()
+            ours.k_proj.bias.normal_()
+    theirs = ours.to_torch()
+    assert isinstance(theirs, nn.MultiheadAttention) and theirs.batch_first
+    assert theirs.dropout == 0.0 and next(theirs.parameters()).dtype == torch.float64
+    q, k, v = randn(B, L, E, seed=1), randn(B, S, kdim or E, seed=2), randn(B, S, vdim or E, seed=3)
+    key_mask = padding_mask([max(1, S - b) for b in range(B)], S)  # every row keeps a key
+    allowed = torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - 1)
+    float_mask = randn(L, S, seed=4)
+    out, w = ours(q, k, v, attn_mask=allowed, key_mask=key_mask, need_weights=True)
+    ref_out, ref_w = theirs(q, k, v, attn_mask=~allowed, key_padding_mask=~key_mask)
+    assert_close64(out, ref_out)
+    assert_close64(w, ref_w)
+    out_f, _ = ours(q, k, v, attn_mask=float_mask)
+    assert_close64(out_f, theirs(q, k, v, attn_mask=float_mask)[0])
+    back = MultiHeadAttention.from_torch(theirs)
+    for (name, a), b in zip(ours.state_dict().items(), back.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
