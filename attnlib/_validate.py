@@ -126,8 +126,24 @@ def check_mask(fn: str, name: str, mask_shape: Sequence[int], target: Sequence[i
         raise ValueError(f"{fn}: {name} of shape {mask_shape} does not broadcast to {target}")
 
 
+def _check_number(fn: str, name: str, value: object) -> None:
+    """Anything that is not a real number (a string, None, a tensor, a list) is a TypeError.
+
+    A real number that is not an allowed value (2.5 or -1 as a length) is a ValueError;
+    that split is the rule across attnlib.
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return  # a bool is a number here: it is refused by the value check, as before
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__} {value!r}")
+
+
 def check_length(fn: str, name: str, value: object) -> int:
-    """A sequence length must be a non-negative Python/NumPy integer (bool is not one)."""
+    """A sequence length must be a non-negative Python/NumPy integer (bool is not one).
+
+    TypeError for a non-number, ValueError for a number that is not a non-negative integer.
+    """
+    _check_number(fn, name, value)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{fn}: {name} must be a non-negative integer, got {value!r}")
     if value < 0:
@@ -141,6 +157,8 @@ def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) ->
     Raises ValueError naming the offending values: non-integers, negatives, or
     lengths larger than `max_len`.
     """
+    for v in lengths:
+        _check_number(fn, "lengths", v)
     bad = [v for v in lengths if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
     if bad:
         raise ValueError(f"{fn}: lengths must be integers, got non-integer values {bad}")
@@ -168,7 +186,11 @@ def check_flag(fn: str, name: str, value: object) -> bool:
 
 
 def check_positive_int(fn: str, name: str, value: object) -> int:
-    """A count such as `num_heads` must be an integer >= 1 (bool is not one); ValueError otherwise."""
+    """A count such as `num_heads` must be an integer >= 1 (bool is not one).
+
+    TypeError for a non-number, ValueError for a number that is not a positive integer.
+    """
+    _check_number(fn, name, value)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
     return int(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlib._validate import as_shape, broadcast_shapes, check_length, check_lengths
+from attnlib._validate import _check_number, as_shape, broadcast_shapes, check_length, check_lengths
 
 __all__ = [
     "as_additive_mask",
@@ -140,8 +140,10 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0, device=
 
     Raises
     ------
+    TypeError
+        A length or ``diagonal`` that is not a number (e.g. a string).
     ValueError
-        A negative or non-integer length or a non-integer ``diagonal``.
+        A negative or non-integer length or ``diagonal`` (e.g. 2.5).
 
     Examples
     --------
@@ -156,6 +158,7 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0, device=
     fn = "causal_mask"
     q_len = check_length(fn, "q_len", q_len)
     k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
+    _check_number(fn, "diagonal", diagonal)
     if isinstance(diagonal, bool) or not isinstance(diagonal, int):
         raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)  # (L, S)

@@ -153,7 +153,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     Raises
     ------
     TypeError
-        ``x`` is not a tensor.
+        ``x`` is not a tensor, or ``num_heads`` is not a number.
     ValueError
         ``x`` is not 3-D, ``num_heads`` is not a positive int, or D is not divisible by it.
 

@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from attnlib._validate import (
+    _check_number,
     as_shape,
     broadcast_batch,
     check_attention,
@@ -581,8 +582,10 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.n
 
     Raises
     ------
+    TypeError
+        A length or ``diagonal`` that is not a number (e.g. a string).
     ValueError
-        A negative or non-integer length or ``diagonal``.
+        A negative or non-integer length or ``diagonal`` (e.g. 2.5).
 
     Examples
     --------
@@ -593,6 +596,7 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.n
     fn = "causal_mask"
     q_len = check_length(fn, "q_len", q_len)
     k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
+    _check_number(fn, "diagonal", diagonal)
     if isinstance(diagonal, bool) or not isinstance(diagonal, (int, np.integer)):
         raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
     return np.tri(q_len, k_len, k=int(diagonal), dtype=bool)  # (L, S)
