@@ -102,7 +102,7 @@ def report(tmp_path_factory) -> Path:
     for student, source in answers.items():
         nbformat.write(fake_class._with_answer(source), subs / f"{student}.ipynb")
     (subs / "broken.ipynb").write_bytes(b"not json")
-    settings = runner.Settings(out=out, timeout_total=60, isolation="auto")
+    settings = runner.Settings(out=out, timeout_total=60, timeout_setup=120, isolation="auto")
     batch.grade(STEM, subs, out, 2, False, settings, quiet=True)
     return class_report.write_report(out, STEM, ROOT / "exercises" / f"{STEM}.ipynb")
 

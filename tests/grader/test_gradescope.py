@@ -203,7 +203,7 @@ def _by_name(data: dict) -> dict[str, dict]:
 def test_a_correct_submission_gets_full_marks(tree):
     data = _run(tree, _nb(fake_class.CORRECT))
     assert schema_errors(data) == []
-    assert data["score"] == pytest.approx(1.0)
+    assert data["score"] == pytest.approx(1.0), data["output"]
     tests = _by_name(data)
     assert set(tests) == {"ex-00-1 pairwise_dot(): visible cases", "ex-00-1 pairwise_dot(): hidden cases"}
     assert tests["ex-00-1 pairwise_dot(): visible cases"]["visibility"] == "visible"
@@ -216,7 +216,7 @@ def test_a_partial_submission_gets_its_share_and_the_named_mistake(tree):
     partial = fake_class.HEADER + "    return a @ b.T\n"  # 2-D cases pass, batched ones fail
     data = _run(tree, _nb(partial), name="my-upload.ipynb")
     assert schema_errors(data) == []
-    assert data["score"] == pytest.approx(0.5)
+    assert data["score"] == pytest.approx(0.5), data["output"]
     visible = _by_name(data)["ex-00-1 pairwise_dot(): visible cases"]
     assert visible["status"] == "failed" and 0 < visible["score"] < visible["max_score"]
     assert "known mistake" in visible["output"]

@@ -149,7 +149,7 @@ def test_overrides_survive_a_regrade(tmp_path):
     (tmp_path / "out").mkdir()
     (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-00-1,0.5,shape right\n")
     for force in (False, True):  # first grading, then a full regrade
-        settings = runner.Settings(out=out, timeout_total=60, isolation="auto")
+        settings = runner.Settings(out=out, timeout_total=60, timeout_setup=120, isolation="auto")
         batch.grade(STEM, subs, out, 2, force, settings, quiet=True)
         assert _grades(out)["ada"]["total"] == "0"  # the grader's own gradebook
         assert overrides.apply(out) == []
