@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -93,13 +94,16 @@ def grade(
     settings: Settings | None = None,
     progress_stream=None,
     quiet: bool = False,
+    zygotes: list | None = None,
 ) -> list[dict]:
     """Grade ``submissions`` against the exercise notebook ``assignment_spec``; return the records.
 
     Writes ``out/grades.csv`` (first with every student pending, then after
     each finished student), ``out/feedback/<student>.md`` and
     ``out/<student>/results.json``. A student whose ``record.json`` exists and
-    whose submission file is unchanged is kept unless ``force``.
+    whose submission file and assignment are unchanged is kept unless ``force``.
+    ``zygotes``: pre-warmed processes a caller lends (for several assignments);
+    by default the grader starts one per job slot and closes them at the end.
     """
     started = time.monotonic()
     assignment = load_assignment(assignment_spec)
@@ -108,20 +112,20 @@ def grade(
     out = Path(out).resolve()
     submissions = Path(submissions).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if settings is None:
-        settings = Settings(out=out)
-    settings.out = out
-    if settings.isolation == "auto":
-        settings.isolation = sandbox.probe()
-    settings.hide = sorted(_hidden_folders(submissions, out, settings.hide))
+    given = settings if settings is not None else Settings(out=out)
     jobs = max(1, jobs or min(2, os.cpu_count() or 1))
-    own_work = settings.work_dir is None
-    if own_work:
-        settings.work_dir = Path(tempfile.mkdtemp(prefix="coursetools-grade-"))
-        settings.work_dir.chmod(0o711)  # traversable by the sandbox uids, not listable
-    own_uids = os.geteuid() == 0 and settings.uid_base is None
-    if own_uids:
-        settings.uid_base = sandbox.allocate_uids(jobs)
+    own_work = given.work_dir is None
+    work_dir = Path(tempfile.mkdtemp(prefix="coursetools-grade-")) if own_work else given.work_dir
+    work_dir.chmod(0o711)  # traversable by the sandbox uids, not listable
+    own_uids = os.geteuid() == 0 and given.uid_base is None
+    settings = replace(
+        given,
+        out=out,
+        isolation=sandbox.probe() if given.isolation == "auto" else given.isolation,
+        hide=tuple(sorted(_hidden_folders(submissions, out, given.hide))),
+        work_dir=work_dir,
+        uid_base=sandbox.allocate_uids(jobs) if own_uids else given.uid_base,
+    )
 
     subs = [s for s in find_submissions(submissions, assignment.path.stem) if s.path.resolve() != out]
     records: dict[str, dict] = {}
@@ -157,7 +161,7 @@ def grade(
         slot = slots.get()
         try:
             try:
-                record = grade_submission(sub, assignment, exercises, settings, slot, stop)
+                record = grade_submission(sub, assignment, exercises, settings, slot, stop, zygotes)
                 record["assignment"] = assignment.digest
                 if record.get("status") != "interrupted":
                     report.write_student(out, record, assignment.path.stem)
@@ -173,13 +177,13 @@ def grade(
             if not quiet:
                 progress.update(record)
 
-    own_zygotes = settings.zygotes is None  # a caller may lend its own, for several assignments
+    own_zygotes = zygotes is None  # a caller may lend its own, for several assignments
     if own_zygotes and settings.zygote and settings.isolation in ("namespaces", "none") and todo:
         isolate = settings.isolation == "namespaces"
-        settings.zygotes = [
+        zygotes = [
             Zygote(settings.python, str(ROOT), base_env(), isolate) for _ in range(min(jobs, len(todo)))
         ]
-        for zygote in settings.zygotes:
+        for zygote in zygotes:
             zygote.warm()
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = [pool.submit(work, sub) for sub in todo]
@@ -199,15 +203,12 @@ def grade(
         raise
     finally:
         if own_work:
-            shutil.rmtree(settings.work_dir, ignore_errors=True)
-            settings.work_dir = None
+            shutil.rmtree(work_dir, ignore_errors=True)
         if own_uids:
             sandbox.release_uids(settings.uid_base)
-            settings.uid_base = None
         if own_zygotes:
-            for zygote in settings.zygotes or []:
+            for zygote in zygotes or []:
                 zygote.close()
-            settings.zygotes = None
     pool.shutdown(wait=True)
     try:
         (out / ".work").rmdir()

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from coursetools.grade import batch, runner, sandbox, submission, wire
+from coursetools.grade import batch, runner, sandbox, submission, verdict, wire
 from coursetools.grade.runner import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,7 +246,7 @@ def test_an_answer_using_a_forbidden_call_scores_zero():
     plan, _notes, _review = submission.build_plan(nb, assignment)
     assert plan["forbidden"] == {exercise.id: [name]}
     record = {"status": "graded", "review": [], "exercises": {}, "forbidden": plan["forbidden"]}
-    runner._finish(record, assignment, {exercise.id: exercise}, {}, _settings(Path(".")), time.monotonic())
+    verdict.finish(record, assignment, {exercise.id: exercise}, {}, _settings(Path(".")), time.monotonic())
     ex = record["exercises"][exercise.id]
     assert ex["score"] == 0 and all("not allowed" in c["message"] for c in ex["cases"])
 
@@ -286,3 +286,31 @@ def test_verdicts_from_concurrent_threads_are_right():
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(judge, events * 3))
     assert failures == []
+
+
+def test_typed_internals():
+    """Issue 17.4: the plan, events, outcomes and case kinds are typed; Settings holds no processes."""
+    import dataclasses
+    from typing import get_args
+
+    from coursetools.grade import events
+
+    settings = _settings(Path("."))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.isolation = "none"  # type: ignore[misc]
+    assert "zygotes" not in {f.name for f in dataclasses.fields(Settings)}
+    assert set(get_args(events.RunEnd)) == {
+        "done", "step-timeout", "died", "deadline", "fatal", "stopped", "flood"
+    }  # fmt: skip
+    assert events.Event.parse({"t": "done", "k": "secret"}, "secret") == events.Event("done", {})
+    assert events.Event.parse({"t": "done", "k": "forged"}, "secret") is None
+    assert events.Event.parse({"t": "pickle", "k": "secret"}, "secret") is None
+    assert (
+        events.Step.from_event({"kind": "case", "ex": "ex-00-1", "case": "c"}).where() == "ex-00-1, case 'c'"
+    )
+    assert events.CaseEvent.from_event({"kind": "value", "value": 1}).kind == "value"
+    assert (
+        events.CaseEvent.from_event({"kind": "passed"}) is None
+    )  # a verdict is never taken from the sandbox
+    plan = events.RunPlan([[0, "x = 1"]], {}, [], ["ex-00-1"], skip_cases=[("ex-00-1", "c")])
+    assert plan.to_wire()["skip_cases"] == [["ex-00-1", "c"]]

@@ -1,0 +1,334 @@
+"""One run of a submission's process: start it (forked from a zygote, or fresh), feed it
+its plan, watch its events and output under the time limits, and kill it.
+
+Used by :mod:`coursetools.grade.runner`, which decides what to run again and judges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from coursetools.grade import sandbox
+from coursetools.grade.events import Event, RunOutcome, RunPlan, Step
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT_KEEP = 8192
+MAX_EVENT_BYTES = 256 << 20  # everything one run may send on the channel
+MAX_LINE_BYTES = 100 << 20  # one message: a 64 MB array in base64, and room to spare
+
+
+class Run:
+    """One process: start it, feed the plan, collect events until it ends or a limit strikes."""
+
+    def __init__(
+        self, plan: RunPlan, settings, scratch: Path, slot: int, deadline: float, stop, zygotes=None
+    ):
+        self.plan = plan
+        self.zygotes = zygotes
+        self.uid: int | None = None
+        self.token = ""
+        self.settings = settings
+        self.scratch = scratch
+        self.slot = slot
+        self.deadline = deadline
+        self.stop = stop
+        self.events: list[Event] = []
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.output_bytes = 0
+        self.bad_lines = 0
+
+    def _keep_output(self, data: bytes) -> None:
+        self.output_bytes += len(data)
+        if len(self.head) < OUTPUT_KEEP:
+            self.head += data[: OUTPUT_KEEP - len(self.head)]
+        self.tail = (self.tail + data)[-OUTPUT_KEEP:]
+
+    def _parse(self, line: bytes) -> Event | None:
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            self.bad_lines += 1
+            return None
+        event = Event.parse(data, self.token)
+        if event is None:
+            self.bad_lines += 1
+        return event
+
+    def execute(self) -> RunOutcome:
+        settings = self.settings
+        read_fd, write_fd = os.pipe()
+        uid = None
+        if os.geteuid() == 0:
+            base = settings.uid_base if settings.uid_base is not None else sandbox.SANDBOX_UID_BASE
+            uid = base + self.slot
+        self.uid = uid
+        plan = self.plan.to_wire()
+        plan["fd"] = write_fd
+        plan["token"] = self.token = secrets.token_hex(16)
+        plan["sandbox"] = {
+            "mode": settings.isolation,
+            "scratch": str(self.scratch),
+            "scratch_mb": settings.scratch_mb,
+            "hide": [str(p) for p in settings.hide],
+            # The attnlib and coursetools packages, not the repository root: a root folder
+            # of mode 0700 (a fresh mktemp clone) is opened up with only these children visible.
+            "needed": sorted(
+                {
+                    sys.prefix,
+                    sys.base_prefix,
+                    str(Path(settings.python).resolve().parent),
+                    str(ROOT / "attnlib"),
+                    str(ROOT / "coursetools"),
+                }
+            ),
+            "uid": uid,
+            "memory_mb": settings.memory_mb,
+            "nproc": settings.nproc,
+            "fsize_mb": settings.fsize_mb,
+            "cpu_s": int(settings.timeout_total + settings.timeout_setup + 10),
+        }
+        home = str(self.scratch)
+        plan["env"] = {"HOME": home, "TMPDIR": home, "MPLCONFIGDIR": os.path.join(home, ".matplotlib")}
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps(plan).encode("utf-8")
+        zygote = None
+        if self.zygotes and settings.isolation in ("namespaces", "none"):
+            zygote = self.zygotes[self.slot % len(self.zygotes)]
+        try:
+            return self._execute_on(zygote, payload, read_fd, write_fd, plan)
+        finally:
+            if uid is not None:
+                sandbox.kill_uid(uid)  # whatever escaped the process group (setsid, daemons)
+
+    def _execute_on(self, zygote, payload: bytes, read_fd: int, write_fd: int, plan: dict) -> RunOutcome:
+        if zygote is not None:
+            try:
+                return self._execute_forked(zygote, payload, read_fd, write_fd)
+            except OSError:
+                # the zygote failed: start a fresh interpreter instead
+                read_fd, write_fd = os.pipe()
+                plan["fd"] = write_fd
+                payload = json.dumps(plan).encode("utf-8")
+        return self._execute_fresh(payload, read_fd, write_fd)
+
+    def _feed(self, write, payload: bytes) -> threading.Thread:
+        def feed():
+            try:
+                write(payload)
+            except OSError:
+                pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        return feeder
+
+    def _execute_forked(self, zygote, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
+        plan_r, plan_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            pid = zygote.spawn([plan_r, write_fd, out_w])
+        except (OSError, ValueError, KeyError) as exc:
+            for fd in (plan_r, plan_w, out_r, out_w, read_fd, write_fd):
+                os.close(fd)
+            raise OSError(f"zygote: {exc}") from None
+        os.close(plan_r)
+        os.close(out_w)
+        os.close(write_fd)
+
+        def write(data):
+            with open(plan_w, "wb", closefd=True) as fh:
+                fh.write(data)
+
+        feeder = self._feed(write, payload)
+        try:
+            outcome = self._watch(read_fd, out_r, lambda: None)
+        finally:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+            code = zygote.wait(pid)
+            os.close(read_fd)
+            os.close(out_r)
+            feeder.join(timeout=1)
+        outcome.returncode = code
+        return outcome
+
+    def _execute_fresh(self, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
+        settings = self.settings
+        boot = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+            "from coursetools.grade.harness import main; main()"
+        )
+        argv = sandbox.command(settings.isolation, [settings.python, "-I", "-c", boot])
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                env=base_env(),
+                cwd=str(self.scratch),
+            )
+        except OSError as exc:
+            os.close(read_fd)
+            os.close(write_fd)
+            return RunOutcome("fatal", message=f"could not start Python: {exc}")
+        os.close(write_fd)
+
+        def write(data):
+            proc.stdin.write(data)
+            proc.stdin.close()
+
+        feeder = self._feed(write, payload)
+        try:
+            outcome = self._watch(read_fd, proc.stdout.fileno(), proc.poll)
+        finally:
+            self._kill(proc)
+            os.close(read_fd)
+            proc.stdout.close()
+            feeder.join(timeout=1)
+        outcome.returncode = proc.returncode
+        return outcome
+
+    @staticmethod
+    def _kill(proc) -> None:
+        for target in (lambda: os.killpg(proc.pid, signal.SIGKILL), lambda: proc.kill()):
+            try:
+                target()
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _drain(self, out_fd: int, open_streams: int) -> None:
+        """Read the printed output that is still in the pipe after "done" (until EOF, at most 1 s)."""
+        if open_streams == 0:
+            return
+        end = time.monotonic() + 1.0
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(out_fd, selectors.EVENT_READ)
+        except (ValueError, KeyError, OSError):
+            return
+        while time.monotonic() < end:
+            if not sel.select(timeout=max(0.0, end - time.monotonic())):
+                break
+            data = os.read(out_fd, 1 << 16)
+            if not data:
+                break
+            self._keep_output(data)
+        sel.close()
+
+    def _watch(self, read_fd: int, out_fd: int, poll) -> RunOutcome:
+        settings = self.settings
+        sel = selectors.DefaultSelector()
+        sel.register(read_fd, selectors.EVENT_READ, "events")
+        sel.register(out_fd, selectors.EVENT_READ, "output")
+        buffer = bytearray()
+        event_bytes = 0
+        step: Step | None = None
+        step_started = time.monotonic()
+        open_streams = 2
+        exited_at = None
+        while True:
+            now = time.monotonic()
+            limit = settings.timeout_setup if step is None else settings.timeout_cell
+            wait = min(step_started + limit, self.deadline) - now
+            if self.stop.is_set():
+                return RunOutcome("stopped", step, "grading was interrupted")
+            if now >= self.deadline:
+                return RunOutcome("deadline", step, "the time limit for the whole submission was reached")
+            if wait <= 0:
+                return RunOutcome("step-timeout", step, f"no progress within {limit:g} s")
+            if open_streams == 0 or (exited_at is not None and now - exited_at > 0.5):
+                return RunOutcome("died", step)
+            for key, _ in sel.select(timeout=min(max(wait, 0.01), 0.25)):
+                if key.data == "output":
+                    data = os.read(out_fd, 1 << 16)
+                    if not data:
+                        sel.unregister(out_fd)
+                        open_streams -= 1
+                    else:
+                        self._keep_output(data)
+                    continue
+                data = os.read(read_fd, 1 << 20)
+                if not data:
+                    sel.unregister(read_fd)
+                    open_streams -= 1
+                    continue
+                event_bytes += len(data)
+                start = len(buffer)  # only the new bytes can hold the next newline
+                buffer += data
+                if event_bytes > MAX_EVENT_BYTES:
+                    return RunOutcome("flood", step, "the process sent too much data on the grader's channel")
+                while True:
+                    cut = buffer.find(b"\n", start)
+                    if cut < 0:
+                        break
+                    line = bytes(buffer[:cut])
+                    del buffer[: cut + 1]
+                    start = 0
+                    event = self._parse(line)
+                    if event is None:
+                        continue
+                    if event.kind == "step":
+                        step = Step.from_event(event.data)
+                        step_started = time.monotonic()
+                    elif event.kind == "done":
+                        self._drain(out_fd, open_streams)
+                        return RunOutcome("done", step)
+                    elif event.kind == "fatal":
+                        return RunOutcome("fatal", step, str(event.data.get("message", ""))[:500])
+                    else:
+                        self.events.append(event)
+                if len(buffer) > MAX_LINE_BYTES:
+                    return RunOutcome(
+                        "flood", step, "the process sent too long a message on the grader's channel"
+                    )
+            if exited_at is None and poll() is not None:
+                exited_at = time.monotonic()
+
+
+def base_env() -> dict[str, str]:
+    """The environment of every child: nothing of the grader's, one thread per library."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "USER": "student",
+        "LOGNAME": "student",
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "Agg",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the process died"
+    if code < 0 or code > 128:
+        sig = -code if code < 0 else code - 128
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"the process was killed by {name}"
+    return f"the process exited with code {code}"
