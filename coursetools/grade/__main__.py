@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_total=args.timeout_total,
         memory_mb=args.memory_mb,
         isolation=args.isolation,
-        hide=[str(p.resolve()) for p in args.hide],
+        hide=tuple(str(p.resolve()) for p in args.hide),
     )
     from coursetools.grade import classroom
     from coursetools.grade.submission import resolve_assignment
