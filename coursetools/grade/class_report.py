@@ -234,13 +234,14 @@ def build_report(
                 answers[record["student"]] = similarity.answer_sources(path, functions)
         flags = similarity.flag_pairs(answers, _starters(assignment, functions))
     title = f"Class report: {assignment_name}" if assignment_name else "Class report"
+    plural = "" if len(records) == 1 else "s"
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
         '<a class="skip" href="#main">Skip to the report</a>',
-        f'<header><h1>{_e(title)}</h1><p class="lead">{len(records)} submissions; '
+        f'<header><h1>{_e(title)}</h1><p class="lead">{len(records)} submission{plural}; '
         f"{statuses.get('graded', 0)} graded to the end; mean total "
         f"{_number(statistics.mean(totals)) if totals else '-'} of {_number(max_total)} "
         f"(over {len(totals)} submissions with a total). Written {_e(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
@@ -410,7 +411,15 @@ def _status_meaning() -> dict[str, str]:
 def write_report(out: Path, assignment_name: str = "", assignment: Path | None = None) -> Path:
     """Write ``OUT/report.html`` from the records in ``OUT``; return its path."""
     out = Path(out)
-    records = list(load_records(out).values())
+    records = load_records(out)
+    gradebook = out / "grades.csv"
+    if gradebook.is_file():  # only this run's class: a student no longer submitted keeps an old record
+        import csv
+
+        with open(gradebook, encoding="utf-8", newline="") as fh:
+            listed = [row.get("student", "") for row in csv.DictReader(fh)]
+        records = {s: records[s] for s in listed if s in records}
+    records = list(records.values())
     page = build_report(records, assignment_name, assignment)
     path = out / REPORT
     tmp = path.with_name(f".{REPORT}.tmp")

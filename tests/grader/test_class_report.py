@@ -237,3 +237,17 @@ def test_the_report_opens_from_disk_in_chromium(report, browser):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shot = SCREENSHOTS / "report.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_the_report_covers_the_students_of_the_gradebook_only(tmp_path):
+    from test_overrides import _record
+
+    report = grader_module("report")
+    points = {"ex-9-1": 2.0}
+    records = [_record("ada", {"ex-9-1": 2.0}, points), _record("gone", {"ex-9-1": 0.0}, points)]
+    for record in records:
+        record["seconds"] = 1.5
+        report.write_student(tmp_path, record, "09-test")
+    report.write_csv(tmp_path, records[:1], list(points))  # "gone" is no longer in the class
+    text = class_report.write_report(tmp_path, "09-test").read_text(encoding="utf-8")
+    assert "1 submission;" in text and "gone" not in text
