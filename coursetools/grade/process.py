@@ -107,8 +107,10 @@ class Run:
         try:
             return self._execute_on(zygote, payload, read_fd, write_fd, plan)
         finally:
-            if uid is not None:
-                sandbox.kill_uid(uid)  # whatever escaped the process group (setsid, daemons)
+            if uid is not None and settings.isolation not in ("namespaces", "userns"):
+                # without a PID namespace, whatever left the process group (setsid, daemons)
+                # is found by its uid; inside one, it died with the namespace's first process
+                sandbox.kill_uid(uid)
 
     def _execute_on(self, zygote, payload: bytes, read_fd: int, write_fd: int, plan: dict) -> RunOutcome:
         if zygote is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -240,7 +241,8 @@ def _ipython_transformer():
         try:
             from IPython.core.inputtransformer2 import TransformerManager
 
-            _TRANSFORMER.append(TransformerManager().transform_cell)
+            # cached by source: most cells of a class's notebooks are the handed-out ones
+            _TRANSFORMER.append(functools.lru_cache(maxsize=4096)(TransformerManager().transform_cell))
         except ImportError:
             _TRANSFORMER.append(None)
     return _TRANSFORMER[0]
