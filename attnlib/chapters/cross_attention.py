@@ -370,7 +370,7 @@ class TinyStepModel(nn.Module):
     """A tiny, seeded decoder with cross attention, for the greedy-decoding exercise.
 
     `step(prev_tokens (B,), state) -> (logits (B, V), state)` where the state is
-    the GRU hidden state (B, H); the memory (B, S, H) is fixed at construction.
+    the GRU hidden state (B, d_h); the memory (B, S, d_h) is fixed at construction.
     Untrained: its weights are random, `eos_bias` is added to the EOS logit so
     that different sequences end at different steps, and PAD and BOS are never
     predicted (their logits are -inf).
@@ -393,8 +393,8 @@ class TinyStepModel(nn.Module):
             for p in self.cell.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(hidden_dim))
         self.w_out = nn.Parameter(torch.randn(2 * hidden_dim, vocab_size, generator=gen))
-        self.memory = torch.randn(batch_size, src_len, hidden_dim, generator=gen)  # (B, S, H)
-        self.h0 = torch.randn(batch_size, hidden_dim, generator=gen)  # (B, H)
+        self.memory = torch.randn(batch_size, src_len, hidden_dim, generator=gen)  # (B, S, d_h)
+        self.h0 = torch.randn(batch_size, hidden_dim, generator=gen)  # (B, d_h)
         self.eos_bias = eos_bias
 
     def initial_state(self) -> torch.Tensor:
@@ -402,9 +402,9 @@ class TinyStepModel(nn.Module):
 
     @torch.no_grad()
     def step(self, prev_tokens: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.cell(self.embedding[prev_tokens], state)  # (B, H)
-        context = scaled_dot_product_attention(h[:, None, :], self.memory, self.memory)[:, 0]  # (B, H)
-        logits = torch.cat([h, context], dim=-1) @ self.w_out  # (B, 2H) @ (2H, V) -> (B, V)
+        h = self.cell(self.embedding[prev_tokens], state)  # (B, d_h)
+        context = scaled_dot_product_attention(h[:, None, :], self.memory, self.memory)[:, 0]  # (B, d_h)
+        logits = torch.cat([h, context], dim=-1) @ self.w_out  # (B, 2 d_h) @ (2 d_h, V) -> (B, V)
         logits[:, EOS] += self.eos_bias
         logits[:, [PAD, BOS]] = float("-inf")  # never predicted
         return logits, h

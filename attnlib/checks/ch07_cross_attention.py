@@ -405,3 +405,158 @@ register(
         ),
     )
 )
+
+
+# --------------------------------------------------------------------------- ex-07-5 decoder layer forward
+# (appended by the chapters-01-02-07 helper: the learner writes the decoder step of chapter 07's model)
+
+
+def decoder_layer_forward(layer, y, memory, src_mask):
+    """Chapter 07's DecoderLayer: causal self-attention, cross attention, feed-forward, post-norm.
+
+    layer: an attnlib.chapters.cross_attention.DecoderLayer; y (B, T, d) the decoder's
+    inputs; memory (B, S, d) the encoder's output; src_mask bool (B, 1, 1, S). -> (B, T, d).
+    """
+    a, _ = layer.self_attn(y, y, y, is_causal=True)  # target t reads targets <= t
+    y = layer.norm1(y + a)
+    c, _ = layer.cross_attn(y, memory, memory, attn_mask=src_mask)  # queries from the decoder
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))  # (B, T, d)
+
+
+def _decoder_layer_inputs(seed, B, T, S, lengths, d_model=8, num_heads=2):
+    from attnlib.chapters.cross_attention import DecoderLayer
+    from attnlib.checks.core import reset_parameters
+
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        layer = reset_parameters(DecoderLayer(d_model, num_heads, 2 * d_model), g).double()
+        with torch.no_grad():  # LayerNorm gains near 1, so that every sub-layer shows
+            for norm in (layer.norm1, layer.norm2, layer.norm3):
+                norm.weight.add_(1.0)
+        y = torch.randn(B, T, d_model, generator=g, dtype=torch.float64)
+        memory = torch.randn(B, S, d_model, generator=g, dtype=torch.float64)
+        return layer.eval(), y, memory, source_key_mask(torch.tensor(lengths), S)
+
+    return make
+
+
+def _layer_variant(causal_self=True, causal_cross=False, source_mask=True, residual=True, pre_norm=False):
+    def forward(layer, y, memory, src_mask):
+        def sub(x, norm, fn):
+            if pre_norm:
+                return x + fn(norm(x))
+            return norm(x + fn(x)) if residual else norm(fn(x))
+
+        y = sub(y, layer.norm1, lambda x: layer.self_attn(x, x, x, is_causal=causal_self)[0])
+        mask = src_mask if source_mask else None
+        y = sub(
+            y,
+            layer.norm2,
+            lambda x: layer.cross_attn(x, memory, memory, attn_mask=mask, is_causal=causal_cross)[0],
+        )
+        return sub(y, layer.norm3, layer.ffn)
+
+    return forward
+
+
+def _no_self_attention(layer, y, memory, src_mask):
+    c, _ = layer.cross_attn(y, memory, memory, attn_mask=src_mask)
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))
+
+
+def _roles_swapped(layer, y, memory, src_mask):
+    a, _ = layer.self_attn(y, y, y, is_causal=True)
+    y = layer.norm1(y + a)
+    c, _ = layer.cross_attn(memory, y, y)  # queries from the encoder
+    return layer.norm3(c + layer.ffn(c))
+
+
+register(
+    Exercise(
+        id="ex-07-5",
+        function="decoder_layer_forward",
+        reference=decoder_layer_forward,
+        cases=[
+            Case(
+                "batch of 2, T=4 targets, S=5 sources (lengths 5 and 3)",
+                _decoder_layer_inputs(1, 2, 4, 5, [5, 3]),
+            ),
+            Case("one step: T=1, S=3, lengths 2", _decoder_layer_inputs(2, 1, 1, 3, [2])),
+            Case(
+                "more targets than sources: T=6, S=2, lengths 2 and 1",
+                _decoder_layer_inputs(3, 2, 6, 2, [2, 1]),
+            ),
+            Case(
+                "hidden: batch of 3, T=5, S=6, lengths 6, 1, 4, 4 heads",
+                _decoder_layer_inputs(4, 3, 5, 6, [6, 1, 4], d_model=8, num_heads=4),
+                hidden=True,
+            ),
+        ],
+        misconceptions=[
+            Misconception(
+                "self-attention without the causal mask",
+                _layer_variant(causal_self=False),
+                "in teacher forcing every target position is in the input: the decoder's "
+                "self-attention needs is_causal=True, so position t cannot read the tokens after it.",
+            ),
+            Misconception(
+                "a causal mask on the cross attention",
+                _layer_variant(causal_cross=True),
+                "the whole source is known before decoding starts: cross attention takes the source "
+                "(padding) mask only, never a causal mask.",
+            ),
+            Misconception(
+                "the source mask is ignored in the cross attention",
+                _layer_variant(source_mask=False),
+                "padded source positions must get weight 0: pass src_mask as the cross "
+                "attention's attn_mask.",
+            ),
+            Misconception(
+                "a residual connection is missing (norm(sublayer(x)) instead of norm(x + sublayer(x)))",
+                _layer_variant(residual=False),
+                "every sub-layer is residual: add its input to its output before the LayerNorm.",
+            ),
+            Misconception(
+                "pre-norm (x + sublayer(norm(x))) instead of the post-norm of this layer",
+                _layer_variant(pre_norm=True),
+                "chapter 07's layer normalises after the residual sum: y = norm(y + sublayer(y)), "
+                "as in Vaswani et al. (2017).",
+            ),
+            Misconception(
+                "the self-attention sub-layer is skipped",
+                _no_self_attention,
+                "the decoder layer starts with causal self-attention over the target prefix (norm1), "
+                "before the cross attention (norm2).",
+            ),
+            Misconception(
+                "queries from the encoder in the cross attention",
+                _roles_swapped,
+                "the queries come from the decoder (one row per target position); keys and values "
+                "from the encoder's memory.",
+            ),
+        ],
+        rtol=1e-6,
+        atol=1e-8,
+        forbidden=(
+            "layer()",
+            ".forward",
+            "attnlib.chapters.cross_attention.DecoderLayer",
+            "attnlib.chapters.cross_attention.CrossAttentionSeq2Seq",
+            "attnlib.transformer",
+            "torch.nn.TransformerDecoderLayer",
+            "torch.nn.TransformerDecoder",
+            "torch.nn.Transformer",
+        ),
+        hints=(
+            "a decoder layer is three residual sub-layers, each followed by its LayerNorm: "
+            "self-attention over the targets, cross attention to the source, the feed-forward net.",
+            "the self-attention is causal and has no source mask; the cross attention takes its "
+            "queries from the decoder, keys and values from memory, and the source mask only.",
+            "a, _ = layer.self_attn(y, y, y, is_causal=True); y = layer.norm1(y + a); then the "
+            "same pattern with layer.cross_attn(y, memory, memory, attn_mask=src_mask) and norm2, "
+            "and with layer.ffn and norm3.",
+        ),
+    )
+)

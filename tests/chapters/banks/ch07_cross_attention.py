@@ -1,4 +1,5 @@
-"""Answer bank of chapter 07 (cross attention, the source mask, greedy decoding, which mask where)."""
+"""Answer bank of chapter 07 (cross attention, the source mask, greedy decoding, which mask where,
+the decoder layer)."""
 
 import math
 
@@ -221,4 +222,87 @@ RIGHT = [
     Right("ex-07-2", source_mask_loop),
     Right("ex-07-3", greedy_python_lists),
     Right("ex-07-4", masks_arange),
+]
+
+
+# --------------------------------------------------------------------------- ex-07-5 (decoder layer forward)
+
+
+def layer_not_causal(layer, y, memory, src_mask):
+    a, _ = layer.self_attn(y, y, y)  # every target reads every target
+    y = layer.norm1(y + a)
+    c, _ = layer.cross_attn(y, memory, memory, attn_mask=src_mask)
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))
+
+
+def layer_causal_cross(layer, y, memory, src_mask):
+    a, _ = layer.self_attn(y, y, y, is_causal=True)
+    y = layer.norm1(y + a)
+    c, _ = layer.cross_attn(y, memory, memory, attn_mask=src_mask, is_causal=True)
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))
+
+
+def layer_no_source_mask(layer, y, memory, src_mask):
+    a, _ = layer.self_attn(y, y, y, is_causal=True)
+    y = layer.norm1(y + a)
+    c, _ = layer.cross_attn(y, memory, memory)
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))
+
+
+def layer_pre_norm(layer, y, memory, src_mask):
+    h = layer.norm1(y)
+    y = y + layer.self_attn(h, h, h, is_causal=True)[0]
+    h = layer.norm2(y)
+    y = y + layer.cross_attn(h, memory, memory, attn_mask=src_mask)[0]
+    return y + layer.ffn(layer.norm3(y))
+
+
+def layer_no_residual(layer, y, memory, src_mask):
+    y = layer.norm1(layer.self_attn(y, y, y, is_causal=True)[0])
+    y = layer.norm2(layer.cross_attn(y, memory, memory, attn_mask=src_mask)[0])
+    return layer.norm3(layer.ffn(y))
+
+
+def layer_by_calling_it(layer, y, memory, src_mask):
+    return layer(y, memory, src_mask)[0]
+
+
+def layer_explicit_masks(layer, y, memory, src_mask):
+    """Right: the causal mask built by hand (bool, True = may attend), the mask squeezed and re-expanded."""
+    T = y.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    a, _ = layer.self_attn(y, y, y, attn_mask=causal)
+    y = layer.norm1(y + a)
+    key_mask = src_mask[:, 0, 0, :]  # (B, S)
+    c, _ = layer.cross_attn(y, memory, memory, attn_mask=key_mask[:, None, None, :])
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))
+
+
+def layer_sublayers_in_a_loop(layer, y, memory, src_mask):
+    """Right: the same steps, written with sub-layers in a loop."""
+    subs = [
+        (lambda x: layer.self_attn(x, x, x, is_causal=True)[0], layer.norm1),
+        (lambda x: layer.cross_attn(x, memory, memory, attn_mask=src_mask)[0], layer.norm2),
+        (layer.ffn, layer.norm3),
+    ]
+    for sublayer, norm in subs:
+        y = norm(y + sublayer(y))
+    return y
+
+
+WRONG += [
+    Wrong("ex-07-5", layer_not_causal, "without the causal mask"),
+    Wrong("ex-07-5", layer_causal_cross, "causal mask on the cross attention"),
+    Wrong("ex-07-5", layer_no_source_mask, "source mask is ignored"),
+    Wrong("ex-07-5", layer_pre_norm, "pre-norm"),
+    Wrong("ex-07-5", layer_no_residual, "residual connection is missing"),
+    Wrong("ex-07-5", layer_by_calling_it, "not allowed"),
+]
+RIGHT += [
+    Right("ex-07-5", layer_explicit_masks),
+    Right("ex-07-5", layer_sublayers_in_a_loop),
 ]
