@@ -138,6 +138,11 @@ register(
                 lambda: (np.array([[1000.0, 1001.5, 999.0, 998.0], [0.5, 2.0, 1.0, -1.0]]),),
                 hidden=True,
             ),
+            Case(
+                "hidden: three rows, one near 1000",
+                lambda: (np.array([[-5.0, -3.0, -4.0], [995.0, 996.0, 994.0], [0.0, 0.0, 0.0]]),),
+                hidden=True,
+            ),
         ],
         misconceptions=[
             Misconception(

@@ -235,6 +235,11 @@ register(
             Case("a batch (2, 3, 5)", lambda: _random((2, 3, 5), 8, 2.0)),
             Case("hidden: (2, 2, 3, 6)", lambda: _random((2, 2, 3, 6), 9, 3.0), hidden=True),
             Case("hidden: large scores (in the hundreds)", _large_scores, hidden=True),
+            Case(
+                "hidden: scores far below zero (-750)",
+                lambda: (np.array([[-750.0, -748.0, -751.0], [1.0, 2.0, 3.0]]),),
+                hidden=True,
+            ),
             Case("hidden: one key per row (3, 1)", lambda: _random((3, 1), 10, 2.0), hidden=True),
         ],
         misconceptions=[
@@ -291,6 +296,11 @@ register(
                 "hidden: (2, 2) batch, 4 queries, 6 keys", lambda: _qkv(4, 6, 8, 3, 12, (2, 2)), hidden=True
             ),
             Case("hidden: one query, one key", lambda: _qkv(1, 1, 4, 2, 13), hidden=True),
+            Case(
+                "hidden: large scores (hundreds), 2 queries, 4 keys",
+                lambda: _qkv_large(2, 4, 6, 3, 15),
+                hidden=True,
+            ),
             Case(
                 "hidden: large scores (hundreds), 3 queries, 5 keys",
                 lambda: _qkv_large(3, 5, 4, 2, 14),

@@ -442,18 +442,19 @@ def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, m
     "exercise", [e for e in all_exercises().values() if e.id in TIERED], ids=lambda e: e.id
 )
 def test_every_misconception_shows_in_a_hidden_case(exercise):
-    """The grader runs the hidden cases too: each known mistake must fail at least one of them."""
+    """The grader runs the hidden cases too: each known mistake fails at least one of them, and at
+    least two cases in all, so that no verdict rests on a single case."""
     for mis in exercise.misconceptions:
-        shown = False
-        for case in (c for c in exercise.cases if c.hidden):
+        failing = []
+        for case in exercise.cases:
             expected = to_arrays(exercise.reference(*case.make_inputs()))
             try:
                 with np.errstate(all="ignore"):
                     wrong = to_arrays(mis.wrong(*case.make_inputs()))
             except Exception:  # noqa: BLE001 - an error shows the mistake too
-                shown = True
-                break
+                failing.append(case)
+                continue
             if not compare_outputs(expected, wrong, exercise.rtol, exercise.atol)[0]:
-                shown = True
-                break
-        assert shown, f"{exercise.id}: no hidden case shows {mis.name!r}"
+                failing.append(case)
+        assert any(c.hidden for c in failing), f"{exercise.id}: no hidden case shows {mis.name!r}"
+        assert len(failing) >= 2, f"{exercise.id}: only {len(failing)} case shows {mis.name!r}"
