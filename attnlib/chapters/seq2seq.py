@@ -31,7 +31,6 @@ from attnlib.chapters.vocab import (
     NUM_DIGITS,
     PAD,
     VOCAB_SIZE,
-    after_eos_to_pad,
     decode_tokens,
     encode_digits,
     exact_match,
@@ -50,7 +49,6 @@ __all__ = [
     "VOCAB_SIZE",
     "Seq2SeqAdditiveAttention",
     "Seq2SeqGRU",
-    "after_eos_to_pad",
     "decode_tokens",
     "digit_task_batch",
     "encode_digits",
@@ -67,7 +65,6 @@ __all__ = [
 ]
 
 TASKS = ("copy", "reverse", "sort")
-_after_eos_to_pad = after_eos_to_pad  # the name chapter 01's checks import
 
 
 # --------------------------------------------------------------------------- tasks

@@ -34,7 +34,6 @@ __all__ = [
     "PAD",
     "VOCAB_SIZE",
     "WORD_OFFSET",
-    "after_eos_to_pad",
     "decode_tokens",
     "digits_vocab",
     "encode_digits",
@@ -119,13 +118,6 @@ def shift_right(tgt: torch.Tensor) -> torch.Tensor:
     """Teacher-forcing decoder input: BOS followed by the target without its last token, (B, T)."""
     bos = torch.full_like(tgt[:, :1], BOS)
     return torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T)
-
-
-def after_eos_to_pad(tokens: torch.Tensor) -> torch.Tensor:
-    """Replace every token after the first EOS of each row of (B, T) by PAD."""
-    is_eos = (tokens == EOS).long()  # (B, T)
-    after = (is_eos.cumsum(dim=1) - is_eos) > 0  # strictly after the first EOS
-    return tokens.masked_fill(after, PAD)
 
 
 def exact_match(pred: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
