@@ -245,6 +245,11 @@ register(
                 "maximum, x.max(axis=-1, keepdims=True).",
             ),
             Misconception(
+                "the mean of the exponentials instead of their sum",
+                _quiet(lambda x: anp.logsumexp(x, dim=-1) - np.log(x.shape[-1])),
+                "log-sum-exp sums the exponentials: np.sum, not np.mean (the mean is off by log(S)).",
+            ),
+            Misconception(
                 "the summed axis kept (keepdims=True left on the result)",
                 _lse_keepdims,
                 "log-sum-exp reduces the last axis: the result has shape x.shape[:-1]; drop the kept "

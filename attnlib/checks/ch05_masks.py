@@ -104,6 +104,11 @@ register(
                 "rows are queries and columns keys: row i is True for columns j <= i (torch.tril).",
             ),
             Misconception(
+                "one key too many (diagonal=1: each query also sees the next key)",
+                lambda q_len, k_len: causal_mask(q_len, k_len, diagonal=1),
+                "query i may attend to keys 0 .. i and no further: the diagonal of torch.tril stays 0.",
+            ),
+            Misconception(
                 "aligned at the bottom right instead of the top left",
                 lambda q_len, k_len: causal_mask(q_len, k_len, diagonal=k_len - q_len),
                 "with diagonal 0 row i allows keys 0 .. i whatever k_len is (top left, as torch's "
@@ -158,6 +163,12 @@ def _inverted(query, key, value, mask):
 
 def _unscaled(query, key, value, mask):
     return scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0, return_weights=True)
+
+
+def _scaled_by_keys(query, key, value, mask):
+    return scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=1.0 / math.sqrt(key.shape[-2]), return_weights=True
+    )
 
 
 def _attention_inputs(q_shape, k_shape, v_shape, mask, seed):
@@ -249,6 +260,11 @@ register(
                 "the mask is inverted (True treated as 'blocked')",
                 _inverted,
                 "True means *may attend*: keep the scores where mask is True, block where it is False.",
+            ),
+            Misconception(
+                "scaled by sqrt(S), the number of keys, instead of sqrt(d_k)",
+                _scaled_by_keys,
+                "d_k is the size of one query/key vector (query.shape[-1]), not the number of keys.",
             ),
             Misconception(
                 "no 1/sqrt(d_k) scaling",

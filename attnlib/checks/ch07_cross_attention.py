@@ -210,6 +210,11 @@ register(
                 " last and size-1 axes for heads and targets: (B, 1, 1, S).",
             ),
             Misconception(
+                "shape (B, 1, S, 1): the source positions on the target axis",
+                lambda lengths, S: _mask_2d(lengths, S)[:, None, :, None],
+                "the source axis is the last one of the scores (B, h, T, S): mask[:, None, None, :].",
+            ),
+            Misconception(
                 "shape (B, S): does not broadcast over heads and targets",
                 _mask_2d,
                 "(B, S) against scores (B, h, T, S) would align B with T and S with S; add the head"

@@ -284,6 +284,11 @@ def _unscaled_decode(query, key, value, cache_k, cache_v):
     return tiled_attention(query, ck, cv, scale=1.0), ck, cv
 
 
+def _append_on_heads(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=1), torch.cat([cache_v, value], dim=1)
+    return tiled_attention(query, ck, cv), ck, cv
+
+
 def _old_cache_returned(query, key, value, cache_k, cache_v):
     ck, cv = torch.cat([cache_k, key], dim=-2), torch.cat([cache_v, value], dim=-2)
     return tiled_attention(query, ck, cv), cache_k, cache_v
@@ -327,6 +332,11 @@ register(
                 _causal_top_left,
                 "one new query is the *last* position: it may attend to every cached key; a causal "
                 "mask for decoding must be aligned at the lower right (diagonal = P).",
+            ),
+            Misconception(
+                "appended along the heads axis (dim=1) instead of the sequence axis",
+                _append_on_heads,
+                "the cache is (B, H, P, d): positions are axis -2, so cat([cache_k, key], dim=-2).",
             ),
             Misconception(
                 "the cache is returned without the new key and value",
@@ -437,8 +447,7 @@ register(
             Misconception(
                 "dV = P dO: P is not transposed",
                 lambda q, k, v, g: _backward_variant(q, k, v, g, transpose_p=False),
-                "O = P V, so dV = P^T dO: value j collects the gradients of the queries that "
-                "weighted it.",
+                "O = P V, so dV = P^T dO: value j collects the gradients of the queries that weighted it.",
             ),
         ],
         rtol=1e-7,

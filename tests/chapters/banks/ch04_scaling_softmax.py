@@ -77,6 +77,11 @@ def lse_keepdims_left(x):
     return m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True))  # (..., 1)
 
 
+def lse_mean(x):
+    m = x.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(x - m).mean(axis=-1, keepdims=True)))[..., 0]
+
+
 def lse_by_scipy(x):
     from scipy.special import logsumexp
 
@@ -168,6 +173,7 @@ WRONG = [
     Wrong("ex-04-2", lse_global_max, "global max"),
     Wrong("ex-04-2", lse_keepdims_left, "keepdims"),
     Wrong("ex-04-2", lse_by_scipy, "not allowed"),
+    Wrong("ex-04-2", lse_mean, "mean of the exponentials"),
     Wrong("ex-04-3", scaled_unscaled, "forgetting the scale"),
     Wrong("ex-04-3", scaled_by_d_k, "divided by d_k"),
     Wrong("ex-04-3", scaled_by_sqrt_S, "sqrt(S)"),

@@ -61,6 +61,10 @@ def causal_bottom_right(q_len, k_len):
     return torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)
 
 
+def causal_diagonal_plus_one(q_len, k_len):
+    return torch.tril(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1)
+
+
 def causal_float(q_len, k_len):
     return torch.tril(torch.ones(q_len, k_len))  # float ones and zeros
 
@@ -107,6 +111,12 @@ def masked_unscaled(query, key, value, mask):
     return w @ value, w
 
 
+def masked_scaled_by_keys(query, key, value, mask):
+    s = (query @ key.transpose(-2, -1) / math.sqrt(key.shape[-2])).masked_fill(~mask, float("-inf"))
+    w = torch.nan_to_num(torch.softmax(s, dim=-1))
+    return w @ value, w
+
+
 def masked_by_sdpa(query, key, value, mask):
     import torch.nn.functional as F
 
@@ -136,12 +146,14 @@ WRONG = [
     Wrong("ex-05-2", causal_triu, "upper triangular"),
     Wrong("ex-05-2", causal_bottom_right, "bottom right"),
     Wrong("ex-05-2", causal_float, "expected booleans"),
+    Wrong("ex-05-2", causal_diagonal_plus_one, "one key too many"),
     Wrong("ex-05-3", masked_after_softmax, "after the softmax"),
     Wrong("ex-05-3", masked_nan_rows, "NaN"),
     Wrong("ex-05-3", masked_minus_1e9, "-1e9"),
     Wrong("ex-05-3", masked_inverted, "inverted"),
     Wrong("ex-05-3", masked_unscaled, "scaling"),
     Wrong("ex-05-3", masked_by_sdpa, "not allowed"),
+    Wrong("ex-05-3", masked_scaled_by_keys, "number of keys"),
 ]
 RIGHT = [
     Right("ex-05-1", padding_loop),

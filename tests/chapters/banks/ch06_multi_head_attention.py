@@ -68,6 +68,11 @@ def merge_by_cat(x):
     return torch.cat(x.unbind(dim=1), dim=-1)
 
 
+def merge_transpose_reshape(x):
+    B, h, L, d = x.shape
+    return x.transpose(1, 2).reshape(B, L, -1)
+
+
 def merge_permute_flatten(x):
     return x.permute(0, 2, 1, 3).flatten(start_dim=2)
 
@@ -171,5 +176,6 @@ RIGHT = [
     Right("ex-06-1", split_reshape_permute),
     Right("ex-06-2", merge_by_cat),
     Right("ex-06-2", merge_permute_flatten),
+    Right("ex-06-2", merge_transpose_reshape),
     Right("ex-06-3", mha_loop_over_heads),
 ]

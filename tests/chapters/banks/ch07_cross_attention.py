@@ -91,6 +91,10 @@ def source_mask_3d(src_lengths, src_len):
     return (torch.arange(src_len)[None, :] < src_lengths[:, None]).unsqueeze(1)
 
 
+def source_mask_wrong_axes(src_lengths, src_len):
+    return (torch.arange(src_len)[None, :] < src_lengths[:, None])[:, None, :, None]
+
+
 def source_mask_float(src_lengths, src_len):
     return (torch.arange(src_len)[None, :] < src_lengths[:, None]).float()[:, None, None, :]
 
@@ -206,6 +210,7 @@ WRONG = [
     Wrong("ex-07-2", source_mask_2d, "shape (B, S)"),
     Wrong("ex-07-2", source_mask_3d, "shape (B, 1, S)"),
     Wrong("ex-07-2", source_mask_float, "expected booleans"),
+    Wrong("ex-07-2", source_mask_wrong_axes, "on the target axis"),
     Wrong("ex-07-3", greedy_no_pad, "does not stop at EOS"),
     Wrong("ex-07-3", greedy_eos_to_pad, "EOS itself"),
     Wrong("ex-07-3", greedy_feeds_bos, "feeds BOS"),

@@ -138,6 +138,11 @@ def kv_old_cache_returned(query, key, value, cache_k, cache_v):
     return _attend(query, ck, cv), cache_k, cache_v
 
 
+def kv_append_on_heads(query, key, value, cache_k, cache_v):
+    ck, cv = torch.cat([cache_k, key], dim=1), torch.cat([cache_v, value], dim=1)
+    return _attend(query, ck, cv), ck, cv
+
+
 def kv_einsum_exp(query, key, value, cache_k, cache_v):
     ck = torch.cat((cache_k, key), dim=2)
     cv = torch.cat((cache_v, value), dim=2)
@@ -163,6 +168,7 @@ WRONG = [
     Wrong("ex-08-3", kv_unscaled, "no 1/sqrt(d)"),
     Wrong("ex-08-3", kv_top_left_causal, "top-left causal"),
     Wrong("ex-08-3", kv_old_cache_returned, "cache is returned without"),
+    Wrong("ex-08-3", kv_append_on_heads, "heads axis"),
 ]
 RIGHT = [
     Right("ex-08-1", online_float32),
