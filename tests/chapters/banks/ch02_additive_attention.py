@@ -140,7 +140,9 @@ def forward_by_the_module(module, query, keys, key_mask):
 
 def forward_where_and_exp(module, query, keys, key_mask):
     W, U, v = _parts(module)
-    hidden = torch.tanh(torch.einsum("ad,bd->ba", W, query)[:, None, :] + torch.einsum("ae,bse->bsa", U, keys))
+    hidden = torch.tanh(
+        torch.einsum("ad,bd->ba", W, query)[:, None, :] + torch.einsum("ae,bse->bsa", U, keys)
+    )
     scores = torch.einsum("bsa,a->bs", hidden, v)
     scores = torch.where(key_mask, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
     e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
