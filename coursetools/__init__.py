@@ -9,3 +9,8 @@ people's code:
 
 ``python -m attnlib.assign`` and ``python -m attnlib.grade`` remain as aliases.
 """
+
+import sys
+
+# Grading never writes byte-code into the course checkout (its children run with -B).
+sys.dont_write_bytecode = True

@@ -172,7 +172,7 @@ class Run:
             f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
             "from coursetools.grade.harness import main; main()"
         )
-        argv = sandbox.command(settings.isolation, [settings.python, "-I", "-c", boot])
+        argv = sandbox.command(settings.isolation, [settings.python, "-I", "-B", "-c", boot])
         try:
             proc = subprocess.Popen(
                 argv,

@@ -158,7 +158,7 @@ class Zygote:
             f"from coursetools.grade.zygote import serve; serve({child.fileno()}, {self.isolate!r})"
         )
         self.proc = subprocess.Popen(
-            [self.python, "-I", "-c", boot],
+            [self.python, "-I", "-B", "-c", boot],  # -I ignores PYTHONDONTWRITEBYTECODE: -B
             pass_fds=(child.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

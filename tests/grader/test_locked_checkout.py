@@ -1,0 +1,59 @@
+"""A checkout below a folder of mode 0700 (a fresh ``mktemp -d`` clone) grades, and grading
+writes no byte-code into it (issue 12, statuses and records)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
+import fake_class  # noqa: E402
+
+pytestmark = pytest.mark.grader
+
+
+def _copy_checkout(target: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("attnlib", "coursetools"):
+        shutil.copytree(ROOT / name, target / name, ignore=ignore)
+    (target / "exercises").mkdir()
+    shutil.copy(fake_class.EXERCISE, target / "exercises" / fake_class.EXERCISE.name)
+
+
+def test_a_checkout_below_a_0700_folder_grades_and_stays_free_of_bytecode(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    locked.chmod(0o700)
+    repo = locked / "course"
+    _copy_checkout(repo)
+    subs = locked / "subs"
+    subs.mkdir()
+    (subs / "ann.ipynb").write_text(nbformat.writes(fake_class._with_answer(fake_class.CORRECT)), "utf-8")
+    (subs / "ben.ipynb").write_text(nbformat.writes(fake_class._with_answer(fake_class.ZEROS)), "utf-8")
+    out = locked / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "coursetools.grade", "00-how-to-use", str(subs), "--out", str(out), "--quiet"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "grades.csv", encoding="utf-8", newline="") as fh:
+        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    assert (rows["ann"]["status"], rows["ann"]["total"]) == ("graded", "1"), rows
+    assert (rows["ben"]["status"], rows["ben"]["total"]) == ("graded", "0"), rows
+    written = sorted(str(p.relative_to(repo)) for p in repo.rglob("*.pyc"))
+    # only the package marker that Python compiles before coursetools can switch byte-code off
+    assert all(p.startswith("coursetools/__pycache__/__init__.") for p in written), written
