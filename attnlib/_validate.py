@@ -126,7 +126,7 @@ def check_mask(fn: str, name: str, mask_shape: Sequence[int], target: Sequence[i
         raise ValueError(f"{fn}: {name} of shape {mask_shape} does not broadcast to {target}")
 
 
-def _check_number(fn: str, name: str, value: object) -> None:
+def _check_number(fn: str, name: str, value: object, what: str = "an integer") -> None:
     """Anything that is not a real number (a string, None, a tensor, a list) is a TypeError.
 
     A real number that is not an allowed value (2.5 or -1 as a length) is a ValueError;
@@ -135,7 +135,7 @@ def _check_number(fn: str, name: str, value: object) -> None:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return  # a bool is a number here: it is refused by the value check, as before
     if not isinstance(value, numbers.Real):
-        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{fn}: {name} must be {what}, got {type(value).__name__} {value!r}")
 
 
 def check_length(fn: str, name: str, value: object) -> int:
@@ -158,7 +158,7 @@ def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) ->
     lengths larger than `max_len`.
     """
     for v in lengths:
-        _check_number(fn, "lengths", v)
+        _check_number(fn, "lengths", v, what="integers")
     bad = [v for v in lengths if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
     if bad:
         raise ValueError(f"{fn}: lengths must be integers, got non-integer values {bad}")
