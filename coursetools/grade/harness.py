@@ -62,6 +62,16 @@ def _error_line(exc: BaseException, cell_name: str) -> int | None:
     return line
 
 
+class _Snapshot:
+    """The parts of an exercise that the harness uses, read once before learner code runs."""
+
+    __slots__ = ("function", "cases")
+
+    def __init__(self, function: str, cases: tuple):
+        self.function = function
+        self.cases = cases
+
+
 class _TimeitResult:
     """What ``%timeit -o`` returns in IPython, with the attributes a notebook reads."""
 
@@ -172,9 +182,12 @@ def run(plan: dict) -> None:
 
     run_case = core.run_case
     not_attempted = core.NotAttempted
+    # a snapshot, taken before learner code runs: the function's name and the cases
+    # (a helper cell that rebinds an Exercise's attributes cannot change what is run)
     exercises = {}
     for ex_id in plan["exercises"]:
-        exercises[ex_id] = core.get_exercise(ex_id)
+        found = core.get_exercise(ex_id)
+        exercises[ex_id] = _Snapshot(found.function, tuple(found.cases))
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
     try:
         import attnlib.checks as checks_pkg

@@ -131,13 +131,18 @@ def kill_uid(uid: int) -> None:
 
 
 def _uid_processes(uid: int) -> list[int]:
+    """Live processes of ``uid`` (zombies, already dead and waiting to be reaped, are not counted)."""
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if entry.stat().st_uid == uid:
+                if entry.stat().st_uid != uid:
+                    continue
+                with open(os.path.join(entry.path, "stat"), "rb") as fh:
+                    state = fh.read().rsplit(b")", 1)[1].split()[0]
+                if state not in (b"Z", b"X"):
                     found.append(int(entry.name))
-            except OSError:
+            except (OSError, IndexError):
                 pass
     return found
 

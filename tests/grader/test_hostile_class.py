@@ -96,6 +96,26 @@ def _class(top: Path) -> dict[str, tuple]:
             ("needs-review", "1"),
         ),
         "prints-last": (w(C, after=["print('LAST-WORDS', end='')\n"]), ("graded", "1")),
+        "pdeathsig": (
+            w(
+                C,
+                after=[
+                    "import ctypes\nv = ctypes.c_int(-1)\n"
+                    "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0)\n"  # PR_GET_PDEATHSIG
+                    "print('PDEATHSIG', v.value, 'UID', __import__('os').getuid())\n"
+                ],
+            ),
+            ("graded", "1"),
+        ),
+        "rebinds-cases": (
+            w(
+                "import attnlib.checks.core as core\n"
+                "core.get_exercise('ex-00-1').cases = core.get_exercise('ex-00-1').cases[:1]\n"
+                "core.get_exercise('ex-00-1').function = 'other'\n"
+                "def other(a, b):\n    return a @ b.T\n" + C
+            ),
+            ("needs-review", "1"),
+        ),
     }
     expected = {}
     for name, (nb, outcome) in nbs.items():
@@ -147,6 +167,46 @@ def test_ipython_syntax_runs_and_display_exists(hostile):
 def test_printed_output_is_kept_up_to_the_end(hostile):
     out = hostile["records"]["prints-last"]["output"]
     assert "LAST-WORDS" in out["head"] + out["tail"]
+
+
+def test_the_death_signal_is_armed_after_dropping_privileges(hostile):
+    """A change of credentials clears the parent-death signal; the sandbox arms it again."""
+    out = hostile["records"]["pdeathsig"]["output"]
+    assert "PDEATHSIG 9 UID" in out["head"], out
+
+
+def test_every_case_is_run_whatever_a_cell_rebinds(hostile):
+    record = hostile["records"]["rebinds-cases"]
+    cases = record["exercises"]["ex-00-1"]["cases"]
+    assert len(cases) > 1 and all(c["status"] == "passed" for c in cases), cases
+
+
+def test_leftovers_on_a_sandbox_uid_are_killed():
+    if os.geteuid() != 0:
+        pytest.skip("sandbox uids are used only when the grader runs as root")
+    uid = sandbox.SANDBOX_UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # outside every block
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()  # as a submission that leaves its process group would
+            os.setgid(uid)
+            os.setuid(uid)
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while sandbox._uid_processes(uid) == [] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sandbox._uid_processes(uid) == [pid]
+        sandbox.kill_uid(uid)
+        assert sandbox._uid_processes(uid) == []
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
 
 
 def test_unreadable_reasons(hostile):
