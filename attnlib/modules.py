@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._validate import as_shape, check_flag, check_positive_int
+from attnlib._validate import as_shape, check_flag, check_length, check_positive_int
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.functional import masked_softmax
 from attnlib.masks import expand_key_mask, merge_key_mask
@@ -55,6 +55,13 @@ class AdditiveAttention(nn.Module):
     hidden_dim : int
         H, size of the hidden layer of the score network.
 
+    Raises
+    ------
+    TypeError
+        A size that is not a number.
+    ValueError
+        A negative size, or ``hidden_dim < 1``.
+
     Examples
     --------
     >>> attn = AdditiveAttention(query_dim=4, key_dim=6, hidden_dim=8)
@@ -65,6 +72,10 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
         super().__init__()
+        fn = "AdditiveAttention"
+        query_dim = check_length(fn, "query_dim", query_dim)  # 0 is allowed: every score is then 0
+        key_dim = check_length(fn, "key_dim", key_dim)
+        hidden_dim = check_positive_int(fn, "hidden_dim", hidden_dim)
         self.w_query = nn.Linear(query_dim, hidden_dim, bias=False)
         self.w_key = nn.Linear(key_dim, hidden_dim, bias=False)
         self.v = nn.Linear(hidden_dim, 1, bias=False)
@@ -280,6 +291,8 @@ class MultiHeadAttention(nn.Module):
 
     Raises
     ------
+    TypeError
+        A size that is not a number, or a non-bool ``bias``.
     ValueError
         Non-positive sizes, or E not divisible by h.
 
@@ -307,6 +320,7 @@ class MultiHeadAttention(nn.Module):
         fn = "MultiHeadAttention"
         embed_dim = check_positive_int(fn, "embed_dim", embed_dim)
         num_heads = check_positive_int(fn, "num_heads", num_heads)
+        bias = check_flag(fn, "bias", bias)
         if embed_dim % num_heads != 0:
             raise ValueError(f"{fn}: embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
         self.embed_dim = embed_dim
