@@ -3,6 +3,16 @@
 Each chapter builds a piece of attention step by step; its final version lives
 here so that later chapters import it instead of copying it. PyTorch first;
 ``attnlib.numpy`` mirrors the functions the early chapters write in NumPy.
+
+The book's "API reference" page (book/api.md) is generated from the docstrings,
+and "attnlib and PyTorch" (book/differences.md) lists every deliberate
+difference from torch. Examples in the docstrings run as doctests in
+tests/library/test_docstrings.py.
+
+>>> import torch
+>>> import attnlib
+>>> attnlib.softmax(torch.tensor([1.0, 1.0]))
+tensor([0.5000, 0.5000])
 """
 
 from attnlib.attention import scaled_dot_product_attention
