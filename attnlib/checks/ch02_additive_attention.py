@@ -105,6 +105,11 @@ def _naive_softmax(e):
         return np.exp(e) / np.exp(e).sum(axis=-1, keepdims=True)
 
 
+def _sum_normalised(e):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a row summing to 0 is this mistake's own
+        return e / e.sum(axis=-1, keepdims=True)
+
+
 def _global_max_softmax(e):
     with np.errstate(over="ignore", invalid="ignore"):
         x = np.exp(e - e.max())
@@ -158,7 +163,7 @@ register(
             ),
             Misconception(
                 "scores divided by their sum (no exp)",
-                lambda e: e / e.sum(axis=-1, keepdims=True),
+                _sum_normalised,
                 "the softmax takes exp of the scores first: weights must be positive.",
             ),
             Misconception(
