@@ -161,7 +161,9 @@ def grade(
         slot = slots.get()
         try:
             try:
-                record = grade_submission(sub, assignment, exercises, settings, slot, stop, zygotes)
+                group = groups[slot] if groups else None
+                record = grade_submission(sub, assignment, exercises, settings, slot, stop, zygotes, group)
+                record["memory_group"] = group.kind if group else None
                 record["assignment"] = assignment.digest
                 if record.get("status") != "interrupted":
                     report.write_student(out, record, assignment.path.stem)
@@ -177,6 +179,19 @@ def grade(
             if not quiet:
                 progress.update(record)
 
+    # one memory cgroup per job slot (where writable): a submission's processes share one limit
+    limit_mb = settings.group_mb or settings.memory_mb
+    made = [
+        sandbox.MemoryGroup.create(
+            f"coursetools-grade-{os.getpid()}-{settings.uid_base or 0}-{slot}", limit_mb
+        )
+        for slot in range(jobs)
+    ]
+    groups = [g for g in made if g is not None]
+    if len(groups) != jobs:  # all slots or none: a grade must not depend on the slot
+        for group in groups:
+            group.remove()
+        groups = []
     own_zygotes = zygotes is None  # a caller may lend its own, for several assignments
     if own_zygotes and settings.zygote and settings.isolation in ("namespaces", "none") and todo:
         isolate = settings.isolation == "namespaces"
@@ -209,6 +224,8 @@ def grade(
         if own_zygotes:
             for zygote in zygotes or []:
                 zygote.close()
+        for group in groups:
+            group.remove()
     pool.shutdown(wait=True)
     try:
         (out / ".work").rmdir()

@@ -30,10 +30,19 @@ class Run:
     """One process: start it, feed the plan, collect events until it ends or a limit strikes."""
 
     def __init__(
-        self, plan: RunPlan, settings, scratch: Path, slot: int, deadline: float, stop, zygotes=None
+        self,
+        plan: RunPlan,
+        settings,
+        scratch: Path,
+        slot: int,
+        deadline: float,
+        stop,
+        zygotes=None,
+        memory_group: sandbox.MemoryGroup | None = None,
     ):
         self.plan = plan
         self.zygotes = zygotes
+        self.memory_group = memory_group
         self.uid: int | None = None
         self.token = ""
         self.settings = settings
@@ -123,6 +132,14 @@ class Run:
                 payload = json.dumps(plan).encode("utf-8")
         return self._execute_fresh(payload, read_fd, write_fd)
 
+    def _enter_group(self, pid: int) -> None:
+        """Put the run's first process in the slot's memory group; it waits for its plan meanwhile."""
+        if self.memory_group is not None:
+            try:
+                self.memory_group.add(pid)
+            except OSError:
+                pass  # it already ended, or the group is gone: the run goes on with the rlimits
+
     def _feed(self, write, payload: bytes) -> threading.Thread:
         def feed():
             try:
@@ -146,6 +163,7 @@ class Run:
         os.close(plan_r)
         os.close(out_w)
         os.close(write_fd)
+        self._enter_group(pid)
 
         def write(data):
             with open(plan_w, "wb", closefd=True) as fh:
@@ -189,6 +207,7 @@ class Run:
             os.close(write_fd)
             return RunOutcome("fatal", message=f"could not start Python: {exc}")
         os.close(write_fd)
+        self._enter_group(proc.pid)
 
         def write(data):
             proc.stdin.write(data)

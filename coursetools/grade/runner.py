@@ -46,6 +46,7 @@ class Settings:
     zygote: bool = True
     work_dir: Path | None = None  # scratch folders' parent (batch: a fresh folder in the system's temp)
     uid_base: int | None = None  # first sandbox uid of this grader (sandbox.allocate_uids); root only
+    group_mb: int | None = None  # a whole submission's memory (a cgroup, where writable); None: memory_mb
 
 
 def grade_submission(
@@ -56,6 +57,7 @@ def grade_submission(
     slot: int = 0,
     stop: threading.Event | None = None,
     zygotes: list | None = None,
+    memory_group=None,
 ) -> dict:
     """Grade one submission; return its record (see :mod:`coursetools.grade.report`)."""
     stop = stop or threading.Event()
@@ -101,7 +103,7 @@ def grade_submission(
         record["runs"] += 1
         plan.skip_cells = list(skip_cells)
         plan.skip_cases = list(results)
-        run = Run(plan, settings, scratch, slot, deadline, stop, zygotes)
+        run = Run(plan, settings, scratch, slot, deadline, stop, zygotes, memory_group)
         try:
             outcome = run.execute()
         finally:

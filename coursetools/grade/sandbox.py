@@ -106,6 +106,94 @@ def release_uids(base: int) -> None:
             _HELD_LOCKS.remove(fd)
 
 
+class MemoryGroup:
+    """A memory cgroup for one job slot: every process of a submission counts against one limit.
+
+    cgroup v2 where a writable cgroup2 mount offers the memory controller (``memory.max``,
+    no swap), else the v1 memory hierarchy (``memory.limit_in_bytes``); :meth:`create`
+    returns None where neither is writable (then only the per-process ``RLIMIT_AS`` and
+    the process count bound a submission). The grader puts a run's first process into
+    the group before sending it its plan, so learner code never runs outside it.
+    """
+
+    def __init__(self, path: str, kind: str):
+        self.path = path
+        self.kind = kind
+
+    @classmethod
+    def create(cls, name: str, limit_mb: int) -> MemoryGroup | None:
+        if not sys.platform.startswith("linux") or os.geteuid() != 0:
+            return None
+        limit = str(int(limit_mb) << 20)
+        for kind, top in _cgroup_roots():
+            path = os.path.join(top, name)
+            try:
+                os.makedirs(path, exist_ok=True)
+                if kind == "cgroup v2":
+                    _write(os.path.join(path, "memory.max"), limit)
+                    _write(os.path.join(path, "memory.swap.max"), "0", required=False)
+                else:
+                    _write(os.path.join(path, "memory.limit_in_bytes"), limit)
+                    _write(os.path.join(path, "memory.memsw.limit_in_bytes"), limit, required=False)
+                return cls(path, kind)
+            except OSError:
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+        return None
+
+    def add(self, pid: int) -> None:
+        _write(os.path.join(self.path, "cgroup.procs"), str(pid))
+
+    def remove(self) -> None:
+        for _ in range(50):  # the last processes may still be exiting
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                import time
+
+                time.sleep(0.1)
+
+
+def _write(path: str, text: str, required: bool = True) -> None:
+    try:
+        with open(path, "w", encoding="ascii") as fh:
+            fh.write(text)
+    except OSError:
+        if required:
+            raise
+
+
+def _cgroup_roots() -> list[tuple[str, str]]:
+    """Writable cgroup folders that offer the memory controller: v2 first, then v1."""
+    found: list[tuple[str, str]] = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or not tail:
+            continue
+        point = _unescape(fields[4])
+        if tail[0] == "cgroup2":
+            try:
+                with open(os.path.join(point, "cgroup.controllers"), encoding="ascii") as fh:
+                    if "memory" in fh.read().split():
+                        found.insert(0, ("cgroup v2", point))
+            except OSError:
+                pass
+        elif tail[0] == "cgroup" and len(tail) >= 3 and "memory" in tail[2].split(","):
+            found.append(("cgroup v1", point))
+    return [(k, p) for k, p in found if os.access(p, os.W_OK)]
+
+
 def kill_uid(uid: int) -> None:
     """SIGKILL every process of ``uid`` (what a submission left behind: setsid, daemons).
 

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
 import nbformat
@@ -374,3 +375,36 @@ def test_typed_internals():
     )  # a verdict is never taken from the sandbox
     plan = events.RunPlan([[0, "x = 1"]], {}, [], ["ex-00-1"], skip_cases=[("ex-00-1", "c")])
     assert plan.to_wire()["skip_cases"] == [["ex-00-1", "c"]]
+
+
+FORKS_FILL_MEMORY = """import os
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(200 * 1024 * 1024)  # touched: 200 MB resident in each child
+        os._exit(0)
+    kids.append(pid)
+codes = [os.waitpid(pid, 0)[1] for pid in kids]
+print('ALL-CHILDREN-OK' if all(c == 0 for c in codes) else 'SOME-CHILD-KILLED', codes)
+"""
+
+
+def test_memory_is_limited_per_submission_where_cgroups_are_writable(tmp_path):
+    """Three forks of 200 MB each pass a per-process limit of 1536 MB, not a submission limit of 400 MB."""
+    probe = sandbox.MemoryGroup.create(f"coursetools-grade-probe-{os.getpid()}", 64)
+    if probe is None:
+        pytest.skip("no writable memory cgroup here: only RLIMIT_AS per process and the process count")
+    probe.remove()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nb = fake_class._with_answer(C, after=[FORKS_FILL_MEMORY])
+    (subs / "forks.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
+    out = tmp_path / "out"
+    settings = dataclasses_replace(_settings(out), group_mb=400)
+    [record] = batch.grade("00-how-to-use", subs, out, jobs=1, settings=settings, quiet=True)
+    printed = record["output"]["head"] + record["output"]["tail"]
+    assert record["memory_group"] in ("cgroup v1", "cgroup v2")
+    assert "ALL-CHILDREN-OK" not in printed, printed
+    assert "SOME-CHILD-KILLED" in printed or record["status"] == "kernel-died", (printed, record["status"])
+    assert record["exercises"]["ex-00-1"]["score"] == 1  # the answer before it still counts
