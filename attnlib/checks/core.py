@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -745,4 +746,25 @@ def check(exercise_id: str, func: Callable[..., Any]) -> None:
     if result.attempted and result.fraction < 1.0:
         _FAILED_CHECKS[exercise_id] = _FAILED_CHECKS.get(exercise_id, 0) + 1
         result.shown_hints = _FAILED_CHECKS[exercise_id]
-    print(result.report())
+    print(wrap_feedback(result.report()))
+
+
+def wrap_feedback(text: str, width: int = 79) -> str:
+    """Fold the feedback's long lines to ``width`` columns, continuation lines indented.
+
+    A notebook shows printed output in a column about 80 characters wide (and
+    narrower on a phone); a folded line keeps the indentation of its own line
+    plus two spaces, so the case it belongs to stays clear.
+    """
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out.extend(
+            textwrap.wrap(
+                line, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+            )
+        )
+    return "\n".join(out)
