@@ -181,6 +181,7 @@ def grade(
 
     # one memory cgroup per job slot (where writable): a submission's processes share one limit
     limit_mb = settings.group_mb or settings.memory_mb
+    sandbox.sweep_memory_groups()
     made = [
         sandbox.MemoryGroup.create(
             f"coursetools-grade-{os.getpid()}-{settings.uid_base or 0}-{slot}", limit_mb

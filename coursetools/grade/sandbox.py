@@ -159,6 +159,25 @@ class MemoryGroup:
                 time.sleep(0.1)
 
 
+def sweep_memory_groups() -> None:
+    """Remove the empty groups of graders that ended without cleaning up (``kill -9``)."""
+    if os.geteuid() != 0:
+        return
+    for _kind, top in _cgroup_roots():
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if name.startswith("coursetools-grade-") and len(parts) > 2 and parts[2].isdigit():
+                if not os.path.exists(f"/proc/{parts[2]}"):
+                    try:
+                        os.rmdir(os.path.join(top, name))
+                    except OSError:
+                        pass
+
+
 def _write(path: str, text: str, required: bool = True) -> None:
     try:
         with open(path, "w", encoding="ascii") as fh:
