@@ -461,12 +461,13 @@ register(
         )
         + ATTENTION_IMPLEMENTATIONS,
         hints=(
-            "go backwards through O = P V, P = softmax(S), S = Q K^T / sqrt(d): each step turns "
-            "the gradient of its output into the gradients of its inputs.",
+            "go backwards through the three steps of the forward pass (the scores, the softmax, the "
+            "weighted sum of the values): each step turns the gradient of its output into the "
+            "gradients of its inputs.",
             "a matrix product's gradients are products with the other factor transposed; the "
-            "softmax couples a row: dL/ds_j = p_j (dL/dp_j - sum_i p_i dL/dp_i).",
-            "dV = P^T dO; dP = dO V^T; D = rowsum(dO * O); dS = P * (dP - D); "
-            "dQ = dS K / sqrt(d); dK = dS^T Q / sqrt(d).",
+            "softmax couples a row: de_j = a_j (da_j - sum_i a_i da_i).",
+            "dV = A^T dC; dA = dC V^T; D = rowsum(dC * C); dE = A * (dA - D); "
+            "dQ = dE K / sqrt(d); dK = dE^T Q / sqrt(d).",
         ),
     )
 )

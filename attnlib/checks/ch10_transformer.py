@@ -328,7 +328,7 @@ register(
             Case("batch 2, prompt of 1, 1 new token", _gen_inputs(2, 1, 1, 2)),
             Case(
                 "hidden: batch 4, prompt of 5, 9 new tokens, 2 layers",
-                _gen_inputs(4, 5, 9, 3, 2),
+                _gen_inputs(4, 5, 9, 4, 2),
                 hidden=True,
             ),
         ],

@@ -394,15 +394,7 @@ def test_no_hint_prints_the_answer(exercise):
                 assert not found, f"{exercise.id}: a hint prints {form}, part of the answer to {case.name!r}"
 
 
-# the exercises whose hints were made tiered (issue 11.6); later exercises join this list
-TIERED = {"ex-00-1", *(f"ex-01-{k}" for k in (1, 2, 3)), *(f"ex-02-{k}" for k in (1, 2, 3, 4))}
-TIERED |= {f"ex-0{c}-{k}" for c in (3, 4, 7) for k in (1, 2, 3, 4)}
-TIERED |= {f"ex-0{c}-{k}" for c in (5, 6, 8) for k in (1, 2, 3)}
-
-
-@pytest.mark.parametrize(
-    "exercise", [e for e in all_exercises().values() if e.id in TIERED], ids=lambda e: e.id
-)
+@pytest.mark.parametrize("exercise", list(all_exercises().values()), ids=lambda e: e.id)
 def test_hints_are_tiered(exercise):
     """The first hint names the idea; later ones come closer; only the last may show the formula."""
     tiers = exercise.hint_tiers()
@@ -438,9 +430,7 @@ def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, m
     assert "hint 1/3" in report and "hint 2/3" not in report
 
 
-@pytest.mark.parametrize(
-    "exercise", [e for e in all_exercises().values() if e.id in TIERED], ids=lambda e: e.id
-)
+@pytest.mark.parametrize("exercise", list(all_exercises().values()), ids=lambda e: e.id)
 def test_every_misconception_shows_in_a_hidden_case(exercise):
     """The grader runs the hidden cases too: each known mistake fails at least one of them, and at
     least two cases in all, so that no verdict rests on a single case."""
