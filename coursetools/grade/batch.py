@@ -56,6 +56,14 @@ SYSTEM_TOPS = [
 ]
 
 
+def _sweep_work_dirs() -> None:
+    """Remove the scratch parents of graders that ended without cleaning up (``kill -9``)."""
+    for path in Path(tempfile.gettempdir()).glob("coursetools-grade-*-*"):
+        pid = path.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def _hidden_folders(submissions: Path, out: Path, extra) -> set[str]:
     """Folders covered by an empty tmpfs in the sandbox: the submissions, the output, and
     every folder beside the grader's own code in the repository (.git, solutions, _build,
@@ -115,7 +123,11 @@ def grade(
     given = settings if settings is not None else Settings(out=out)
     jobs = max(1, jobs or min(2, os.cpu_count() or 1))
     own_work = given.work_dir is None
-    work_dir = Path(tempfile.mkdtemp(prefix="coursetools-grade-")) if own_work else given.work_dir
+    if own_work:
+        _sweep_work_dirs()
+    work_dir = (
+        Path(tempfile.mkdtemp(prefix=f"coursetools-grade-{os.getpid()}-")) if own_work else given.work_dir
+    )
     work_dir.chmod(0o711)  # traversable by the sandbox uids, not listable
     own_uids = os.geteuid() == 0 and given.uid_base is None
     settings = replace(

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -296,6 +297,7 @@ def test_kill_9_loses_nothing_finished(graded, tmp_path):
     batch.grade("00-how-to-use", subs, out, jobs=1, settings=_settings(out), quiet=True)
     if os.geteuid() == 0:  # the memory groups the killed grader left are swept by the next one
         assert not any(p.exists() for p in killed_groups)
+    assert not list(Path(tempfile.gettempdir()).glob(f"coursetools-grade-{proc.pid}-*"))
     for name, text in finished.items():
         assert (out / name / "record.json").read_text(encoding="utf-8") == text
     rows = {r["student"]: r for r in _read_csv(out)}
