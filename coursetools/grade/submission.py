@@ -312,7 +312,7 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
         answer = sources.get(where, "")
         if SUSPICIOUS.search(answer) or _uses(answer, CHECKER_MODULES):
             review.append(f"{ex_id}: the answer cell refers to the checker or the solutions")
-        found = _uses(answer, assignment.forbidden.get(ex_id, ()))
+        found = _uses_in_notebook(cells, where, assignment.forbidden.get(ex_id, ()))
         if found:
             forbidden[ex_id] = found
     if assignment.points and located == 0:
@@ -321,6 +321,21 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     if forbidden:
         plan["forbidden"] = forbidden  # read by the grader only (runner), never trusted from the sandbox
     return plan, notes, review
+
+
+def _uses_in_notebook(cells: list, answer_index: int, names) -> list[str]:
+    """The entries of ``names`` the answer cell uses, with the aliases and helper functions of the
+    cells before it (attnlib.checks.forbidden.find_forbidden_in_cells): ``s = F.softmax`` in one
+    cell and ``s(x)`` in the answer count, a demonstration cell's own calls do not."""
+    if not names:
+        return []
+    from attnlib.checks.forbidden import find_forbidden_in_cells
+
+    sources = [source for index, source in cells if index <= answer_index]
+    try:
+        return list(find_forbidden_in_cells(sources, len(sources) - 1, names))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
 
 
 def _uses(source: str, names) -> list[str]:

@@ -312,6 +312,31 @@ def test_an_answer_using_a_forbidden_call_scores_zero():
     assert ex["score"] == 0 and all("not allowed" in c["message"] for c in ex["cases"])
 
 
+def test_a_forbidden_call_imported_in_an_earlier_cell_is_found():
+    """The alias lives in one cell and the call in the answer cell; a demonstration cell's own
+    call of the same function does not count."""
+    assignment = submission.Assignment(
+        Path("x.ipynb"),
+        {"ex-04-1": 2.0},
+        {"ex-04-1": "stable_softmax"},
+        {"ex-04-1": ("torch.softmax", "torch.nn.functional.softmax")},
+    )
+    setup = nbformat.v4.new_code_cell("import torch.nn.functional as nnf\nsmx = nnf.softmax")
+    answer = nbformat.v4.new_code_cell("def stable_softmax(x):\n    return smx(x, dim=-1)\n")
+    answer.metadata["attnlib"] = {"exercise": "ex-04-1", "points": 2}
+    plan, _notes, _review = submission.build_plan(nbformat.v4.new_notebook(cells=[setup, answer]), assignment)
+    assert plan["forbidden"] == {"ex-04-1": ["torch.nn.functional.softmax"]}
+
+    demo = nbformat.v4.new_code_cell("import torch\nprint(torch.softmax(torch.zeros(3), -1))")
+    honest = nbformat.v4.new_code_cell(
+        "def stable_softmax(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+        "    return e / e.sum(-1, keepdim=True)\n"
+    )
+    honest.metadata["attnlib"] = {"exercise": "ex-04-1", "points": 2}
+    plan, _notes, _review = submission.build_plan(nbformat.v4.new_notebook(cells=[demo, honest]), assignment)
+    assert "forbidden" not in plan
+
+
 def _exercises():
     from attnlib.checks import all_exercises
 
