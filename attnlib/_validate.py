@@ -60,16 +60,21 @@ def check_min_rank(fn: str, name: str, shape: Sequence[int], rank: int = 2) -> N
         )
 
 
-def check_query_key(fn: str, q_shape: Sequence[int], k_shape: Sequence[int]) -> Shape:
-    """Check query (..., L, E) against key (..., S, E); return the broadcast batch shape."""
-    q_shape, k_shape = as_shape(q_shape), as_shape(k_shape)
-    check_min_rank(fn, "query", q_shape)
-    check_min_rank(fn, "key", k_shape)
+def _check_same_e(fn: str, q_shape: Shape, k_shape: Shape) -> None:
+    """Raise ValueError unless query and key share the last (feature) dimension E."""
     if q_shape[-1] != k_shape[-1]:
         raise ValueError(
             f"{fn}: query {q_shape} and key {k_shape} must have the same last dimension E "
             f"({q_shape[-1]} != {k_shape[-1]})"
         )
+
+
+def check_query_key(fn: str, q_shape: Sequence[int], k_shape: Sequence[int]) -> Shape:
+    """Check query (..., L, E) against key (..., S, E); return the broadcast batch shape."""
+    q_shape, k_shape = as_shape(q_shape), as_shape(k_shape)
+    check_min_rank(fn, "query", q_shape)
+    check_min_rank(fn, "key", k_shape)
+    _check_same_e(fn, q_shape, k_shape)
     return broadcast_batch(fn, query=q_shape, key=k_shape)
 
 
@@ -99,11 +104,7 @@ def check_attention(
     check_min_rank(fn, "query", q_shape)
     check_min_rank(fn, "key", k_shape)
     check_min_rank(fn, "value", v_shape)
-    if q_shape[-1] != k_shape[-1]:
-        raise ValueError(
-            f"{fn}: query {q_shape} and key {k_shape} must have the same last dimension E "
-            f"({q_shape[-1]} != {k_shape[-1]})"
-        )
+    _check_same_e(fn, q_shape, k_shape)
     if k_shape[-2] != v_shape[-2]:
         raise ValueError(
             f"{fn}: key {k_shape} and value {v_shape} must have the same sequence length S "
