@@ -223,6 +223,20 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).contiguous().view(B, L, h * d)  # (B, L, h*d)
 
 
+def _check_sizes(
+    fn: str, embed_dim: int, num_heads: int, bias: bool, kdim: int | None, vdim: int | None
+) -> tuple[int, int, bool, int, int]:
+    """Validate multi-head sizes; return them, with ``kdim`` and ``vdim`` defaulted to ``embed_dim``."""
+    embed_dim = check_positive_int(fn, "embed_dim", embed_dim)
+    num_heads = check_positive_int(fn, "num_heads", num_heads)
+    bias = check_flag(fn, "bias", bias)
+    if embed_dim % num_heads != 0:
+        raise ValueError(f"{fn}: embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
+    kdim = embed_dim if kdim is None else check_positive_int(fn, "kdim", kdim)
+    vdim = embed_dim if vdim is None else check_positive_int(fn, "vdim", vdim)
+    return embed_dim, num_heads, bias, kdim, vdim
+
+
 def parameter_count(
     embed_dim: int,
     num_heads: int,
@@ -261,14 +275,9 @@ def parameter_count(
     >>> parameter_count(8, 2)  # 4 * 8 * 8 + 4 * 8
     288
     """
-    fn = "parameter_count"
-    embed_dim = check_positive_int(fn, "embed_dim", embed_dim)
-    num_heads = check_positive_int(fn, "num_heads", num_heads)
-    bias = check_flag(fn, "bias", bias)
-    if embed_dim % num_heads != 0:
-        raise ValueError(f"{fn}: embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
-    kdim = embed_dim if kdim is None else check_positive_int(fn, "kdim", kdim)
-    vdim = embed_dim if vdim is None else check_positive_int(fn, "vdim", vdim)
+    embed_dim, num_heads, bias, kdim, vdim = _check_sizes(
+        "parameter_count", embed_dim, num_heads, bias, kdim, vdim
+    )
     weights = embed_dim * (embed_dim + kdim + vdim + embed_dim)
     return weights + (4 * embed_dim if bias else 0)
 
@@ -317,17 +326,14 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
     ):
         super().__init__()
-        fn = "MultiHeadAttention"
-        embed_dim = check_positive_int(fn, "embed_dim", embed_dim)
-        num_heads = check_positive_int(fn, "num_heads", num_heads)
-        bias = check_flag(fn, "bias", bias)
-        if embed_dim % num_heads != 0:
-            raise ValueError(f"{fn}: embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
+        embed_dim, num_heads, bias, kdim, vdim = _check_sizes(
+            "MultiHeadAttention", embed_dim, num_heads, bias, kdim, vdim
+        )
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-        self.kdim = embed_dim if kdim is None else check_positive_int(fn, "kdim", kdim)
-        self.vdim = embed_dim if vdim is None else check_positive_int(fn, "vdim", vdim)
+        self.kdim = kdim
+        self.vdim = vdim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
         self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
