@@ -88,6 +88,32 @@ def broadcast_batch(fn: str, **shapes: Sequence[int]) -> Shape:
         raise ValueError(f"{fn}: leading (batch) dimensions do not broadcast: {listed}") from None
 
 
+def check_additive(
+    fn: str,
+    q_shape: Sequence[int],
+    k_shape: Sequence[int],
+    wq_shape: Sequence[int],
+    wk_shape: Sequence[int],
+    v_shape: Sequence[int],
+) -> None:
+    """Check additive-score shapes: query (..., L, E_q), key (..., S, E_k), w_query (H, E_q),
+    w_key (H, E_k), v (H,), with batch dimensions that broadcast."""
+    q_shape, k_shape, v_shape = as_shape(q_shape), as_shape(k_shape), as_shape(v_shape)
+    if len(q_shape) < 2 or len(k_shape) < 2:
+        raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
+    if len(v_shape) != 1:
+        raise ValueError(f"{fn}: v must have shape (H,), got {v_shape}")
+    H = v_shape[0]
+    expected = {"w_query": (H, q_shape[-1]), "w_key": (H, k_shape[-1])}
+    for name, w_shape in (("w_query", wq_shape), ("w_key", wk_shape)):
+        if as_shape(w_shape) != expected[name]:
+            raise ValueError(
+                f"{fn}: {name} must have shape (H, E) = {expected[name]} for query {q_shape}, "
+                f"key {k_shape} and v {v_shape}, got {as_shape(w_shape)}"
+            )
+    broadcast_batch(fn, query=q_shape, key=k_shape)
+
+
 def check_attention(
     fn: str,
     q_shape: Sequence[int],

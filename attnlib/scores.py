@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from attnlib._validate import as_shape, broadcast_batch, check_floating, check_query_key
+from attnlib._validate import as_shape, broadcast_batch, check_additive, check_floating, check_query_key
 from attnlib.attention import check_scale
 from attnlib.functional import _upcast
 
@@ -233,20 +233,7 @@ def additive_scores(
     """
     fn = "additive_scores"
     _check_tensors(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
-    q_shape, k_shape = as_shape(query.shape), as_shape(key.shape)
-    if query.dim() < 2 or key.dim() < 2:
-        raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
-    if v.dim() != 1:
-        raise ValueError(f"{fn}: v must have shape (H,), got {as_shape(v.shape)}")
-    H = v.shape[0]
-    expected = {"w_query": (H, q_shape[-1]), "w_key": (H, k_shape[-1])}
-    for name, w in (("w_query", w_query), ("w_key", w_key)):
-        if as_shape(w.shape) != expected[name]:
-            raise ValueError(
-                f"{fn}: {name} must have shape (H, E) = {expected[name]} for query {q_shape}, "
-                f"key {k_shape} and v {as_shape(v.shape)}, got {as_shape(w.shape)}"
-            )
-    broadcast_batch(fn, query=q_shape, key=k_shape)
+    check_additive(fn, query.shape, key.shape, w_query.shape, w_key.shape, v.shape)
     dtype = query.dtype
     q = _upcast(query) @ _upcast(w_query).T  # (..., L, H)
     k = _upcast(key) @ _upcast(w_key).T  # (..., S, H)
