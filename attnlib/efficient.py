@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from attnlib._validate import check_attention, check_floating, check_mask
+from attnlib.masks import expand_key_mask
 
 __all__ = [
     "KVCache",
@@ -593,23 +594,7 @@ def _prepare_masks(fn, attn_mask, key_mask, batch, L, S, query) -> _Masks:
         else:
             raise TypeError(f"{fn}: attn_mask must be bool or floating point, got {mask.dtype}")
     if key_mask is not None:
-        if not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool:
-            got = key_mask.dtype if isinstance(key_mask, torch.Tensor) else type(key_mask).__name__
-            raise TypeError(f"{fn}: key_mask must be a bool torch.Tensor (True = real token), got {got}")
-        if key_mask.dim() == 1 and key_mask.shape[0] == S:
-            mask = key_mask.view(1, S)
-        elif (
-            key_mask.dim() == 2
-            and key_mask.shape[1] == S
-            and len(batch) >= 1
-            and (key_mask.shape[0] in (1, batch[0]))
-        ):
-            mask = key_mask.view(key_mask.shape[0], *([1] * (len(batch) - 1)), 1, S)
-        else:
-            raise ValueError(
-                f"{fn}: key_mask must have shape (B, S) = ({batch[0] if batch else 1}, {S}) "
-                f"or (S,); got {tuple(key_mask.shape)} for query {tuple(query.shape)}"
-            )
+        mask = expand_key_mask(key_mask, tuple(batch), S, fn=fn)  # (B or 1, 1, ..., 1, S): one key mask rule
         mask = mask.reshape((1,) * (len(full) - mask.dim()) + tuple(mask.shape))
         allowed.append(mask.expand(*batch, 1, S))
     return _Masks(allowed=allowed, bias=bias, batch=tuple(batch))
