@@ -34,7 +34,7 @@ FOLDERS = ("book", "solutions")
 CELL_ID = "attnlib-setup"
 TAGS = ["setup", "nbval-ignore-output", "remove-cell"]
 
-TEMPLATE = '''\
+TEMPLATE = """\
 # Course setup: install attnlib when it is missing (Colab, a JupyterHub); elsewhere this does nothing.
 import importlib
 import importlib.util
@@ -46,7 +46,7 @@ if importlib.util.find_spec("attnlib") is None:
     _repo = Path.cwd().parent
     _source = str(_repo) if (_repo / "attnlib" / "__init__.py").is_file() else "git+{url}"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", _source], check=True)
-    importlib.invalidate_caches()'''
+    importlib.invalidate_caches()"""
 
 
 def repository_url(root: Path = ROOT) -> str:

@@ -32,6 +32,8 @@ DEBIAN_MATHJAX = Path("/usr/share/javascript/mathjax")
 STATIC_SUBDIR = "mathjax"
 # MathJax 2: config bundle with TeX input, AMS macros and the CommonHTML output.
 MATHJAX2_CONFIG = "TeX-AMS_CHTML"
+
+
 def find_local_mathjax() -> tuple[Path, int] | None:
     """The local MathJax folder and its major version, or None."""
     candidates = []

@@ -279,7 +279,8 @@ def test_screenshots_cover_every_page(browser, site):
     missing = [e for e in PAGES if not (SCREENSHOTS / f"{_slug(e)}.png").is_file()]
     rows = "\n".join(
         f'<h2>{entry}</h2><a href="{_slug(entry)}.png"><img src="{_slug(entry)}.png" width="640"></a>'
-        for entry in PAGES if entry not in missing
+        for entry in PAGES
+        if entry not in missing
     )
     (SCREENSHOTS / "index.html").write_text(
         f"<!doctype html><meta charset=utf-8><title>Screenshots</title>\n{rows}\n", encoding="utf-8"

@@ -143,11 +143,16 @@ def test_binder_installs_cpu_torch_and_attnlib(repo_root):
     binder = repo_root / "binder"
     requirements = (binder / "requirements.txt").read_text(encoding="utf-8")
     assert "download.pytorch.org/whl/cpu" in requirements, "Binder must use the CPU-only torch wheels"
-    pinned = {line.split("==")[0].strip().lower(): line.strip() for line in requirements.splitlines()
-              if "==" in line and not line.lstrip().startswith("#")}
-    root_pins = {line.split("==")[0].strip().lower(): line.strip()
-                 for line in (repo_root / "requirements.txt").read_text(encoding="utf-8").splitlines()
-                 if "==" in line and not line.lstrip().startswith("#")}
+    pinned = {
+        line.split("==")[0].strip().lower(): line.strip()
+        for line in requirements.splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
+    root_pins = {
+        line.split("==")[0].strip().lower(): line.strip()
+        for line in (repo_root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
     assert "torch" in pinned, "binder/requirements.txt must pin torch"
     for package in ("torch", "numpy", "matplotlib", "ipywidgets"):
         if package in pinned and package in root_pins:
@@ -163,7 +168,9 @@ def test_every_notebook_installs_attnlib_when_missing(repo_root):
     """Colab and JupyterHub start without attnlib: each notebook's first code cell installs it."""
     proc = subprocess.run(
         [sys.executable, str(repo_root / "tools" / "setup_cell.py"), "--check"],
-        cwd=repo_root, capture_output=True, text=True,
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -176,10 +183,12 @@ def test_setup_cell_is_the_first_code_cell_and_idempotent(repo_root, tmp_path):
         import setup_cell
     finally:
         sys.path.pop(0)
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("# Title"),
-        nbformat.v4.new_code_cell("import attnlib"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Title"),
+            nbformat.v4.new_code_cell("import attnlib"),
+        ]
+    )
     source = setup_cell.setup_source(repo_root)
     assert setup_cell.apply(nb, source) is True
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]

@@ -22,8 +22,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_LIST = ROOT / "test-artifacts" / "external-links.txt"
 LINK_ATTRIBUTES = {
-    "a": "href", "link": "href", "area": "href",
-    "img": "src", "script": "src", "iframe": "src", "source": "src", "video": "src", "audio": "src",
+    "a": "href",
+    "link": "href",
+    "area": "href",
+    "img": "src",
+    "script": "src",
+    "iframe": "src",
+    "source": "src",
+    "video": "src",
+    "audio": "src",
     "object": "data",
 }
 # Not links to anything: schemes a browser handles without a request.
@@ -33,9 +40,7 @@ ASSET_DIRS = {"_static", "_sources", "_images"}
 
 
 def site_pages(html: Path) -> list[Path]:
-    return sorted(
-        p for p in html.rglob("*.html") if not ASSET_DIRS.intersection(p.relative_to(html).parts)
-    )
+    return sorted(p for p in html.rglob("*.html") if not ASSET_DIRS.intersection(p.relative_to(html).parts))
 
 
 @cache

@@ -26,10 +26,18 @@ def _fake_app(mode="auto"):
 
 
 def _mathjax2_tree(folder: Path) -> Path:
-    for rel in ("MathJax.js", "config/TeX-AMS_CHTML.js", "config/TeX-AMS-MML_SVG.js",
-                "jax/output/CommonHTML/jax.js", "jax/output/SVG/jax.js", "unpacked/MathJax.js",
-                "fonts/HTML-CSS/TeX/woff/MathJax_Main-Regular.woff", "fonts/HTML-CSS/TeX/otf/x.otf",
-                "localization/en/en.js", "localization/de/de.js"):
+    for rel in (
+        "MathJax.js",
+        "config/TeX-AMS_CHTML.js",
+        "config/TeX-AMS-MML_SVG.js",
+        "jax/output/CommonHTML/jax.js",
+        "jax/output/SVG/jax.js",
+        "unpacked/MathJax.js",
+        "fonts/HTML-CSS/TeX/woff/MathJax_Main-Regular.woff",
+        "fonts/HTML-CSS/TeX/otf/x.otf",
+        "localization/en/en.js",
+        "localization/de/de.js",
+    ):
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text("//", encoding="utf-8")
     return folder
@@ -97,8 +105,11 @@ def test_the_copy_keeps_what_the_pages_load_and_skips_the_rest(tmp_path):
     shutil.copytree(source, tmp_path / "out", ignore=course_mathjax._ignore_mathjax2)
     kept = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()}
     assert kept == {
-        "MathJax.js", "config/TeX-AMS_CHTML.js", "jax/output/CommonHTML/jax.js",
-        "fonts/HTML-CSS/TeX/woff/MathJax_Main-Regular.woff", "localization/en/en.js",
+        "MathJax.js",
+        "config/TeX-AMS_CHTML.js",
+        "jax/output/CommonHTML/jax.js",
+        "fonts/HTML-CSS/TeX/woff/MathJax_Main-Regular.woff",
+        "localization/en/en.js",
     }
 
 
@@ -107,8 +118,11 @@ def test_duplicate_inline_scripts_are_dropped_once_per_page():
         return SimpleNamespace(filename=filename, attributes=attributes)
 
     scripts = [
-        script("_static/a.js"), script(None, body="const X = 1"), script("", body="const X = 1"),
-        script("_static/a.js"), script(None, body="const Y = 2"),
+        script("_static/a.js"),
+        script(None, body="const X = 1"),
+        script("", body="const X = 1"),
+        script("_static/a.js"),
+        script(None, body="const Y = 2"),
     ]
     context = {"script_files": scripts}
     course_site.drop_duplicate_inline_scripts(None, "page", "page.html", context, None)
