@@ -1,0 +1,127 @@
+"""Every page as readers meet it: accessibility, phone width, code width, page weight.
+
+Runs axe-core 4.4.3 (bundled by the pinned ``axe-core-python`` package, so
+nothing is downloaded) with the WCAG 2.1 A and AA rules on every page of
+_toc.yml in Debian's Chromium, and measures at a laptop width (1366 px) and a
+phone width (390 px). Everything found is written to ``test-artifacts/site-checks/``
+(axe.json, layout.json, weight.json) and phone screenshots to
+``test-artifacts/screenshots/phone/``. Asserted: no serious or critical axe
+violation; no element of any article reaches past a 390 px screen unless it
+sits in a scrolling container; under 5% of the code blocks are wider than the
+column at 1366 px.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from test_browser import PAGES, _slug, browser, site  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.book
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "site-checks"
+PHONE_SHOTS = ROOT / "test-artifacts" / "screenshots" / "phone"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+RESULTS: dict[str, dict] = {"axe": {}, "layout": {}, "weight": {}}
+
+AXE_RUN_JS = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {runOnly: {type: 'tag', values: AXE_TAGS}})
+   .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+      nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))))
+   .catch(e => done([{id: 'axe-error', impact: 'critical', help: String(e), nodes: []}]));
+""".replace("AXE_TAGS", json.dumps(AXE_TAGS))
+# elements of the article that reach past the viewport without a scrolling container around them
+PAST_THE_EDGE_JS = """
+const W = document.documentElement.clientWidth, out = [];
+for (const el of document.querySelectorAll('main article *')) {
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 || r.right <= W + 1) continue;
+  let p = el.parentElement, contained = false;
+  while (p && !contained) {
+    contained = ['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(p).overflowX)
+      && p.getBoundingClientRect().right <= W + 1;
+    p = p.parentElement;
+  }
+  if (!contained) out.push(el.tagName.toLowerCase() + ': ' + (el.textContent || '').trim().slice(0, 60));
+}
+return out.slice(0, 5);
+"""
+WIDE_CODE_JS = """
+return Array.from(document.querySelectorAll('main article pre'))
+  .map(p => p.scrollWidth > p.clientWidth + 1);
+"""
+WEIGHT_JS = """
+const nav = performance.getEntriesByType('navigation')[0];
+const res = performance.getEntriesByType('resource');
+const size = e => e.encodedBodySize || e.transferSize || 0;
+return {html: nav ? size(nav) : 0, resources: res.length,
+        bytes: (nav ? size(nav) : 0) + res.reduce((a, e) => a + size(e), 0),
+        largest: res.sort((a, b) => size(b) - size(a)).slice(0, 3)
+                    .map(e => [e.name.split('/').pop(), size(e)])};
+"""
+
+
+def _axe_source() -> str:
+    axe = pytest.importorskip("axe_core_python", reason="accessibility test skipped: axe-core-python missing")
+    return (Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_results():
+    yield
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name, data in RESULTS.items():
+        if data:
+            (ARTIFACTS / f"{name}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def _open(driver, url, width):
+    driver.set_window_size(width, 900)
+    driver.get(url)
+    time.sleep(0.3)  # layout settles (fonts, MathJax's first pass)
+
+
+@pytest.mark.parametrize("entry", PAGES)
+def test_page_is_accessible_and_fits(entry, browser, site):  # noqa: F811 (fixtures imported above)
+    base, _html = site
+    url = f"{base}{entry}.html"
+    _open(browser, url, 1366)
+    browser.execute_script(_axe_source())
+    browser.set_script_timeout(120)
+    violations = browser.execute_async_script(AXE_RUN_JS)
+    RESULTS["axe"][entry] = violations
+    wide = browser.execute_script(WIDE_CODE_JS)
+    weight = browser.execute_script(WEIGHT_JS)
+    RESULTS["weight"][entry] = weight
+    _open(browser, url, 390)
+    past_edge = browser.execute_script(PAST_THE_EDGE_JS)
+    PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.execute_script("window.scrollTo(0, 0);")
+    (PHONE_SHOTS / f"{_slug(entry)}.png").write_bytes(browser.get_screenshot_as_png())  # the first screen
+    RESULTS["layout"][entry] = {
+        "code_blocks": len(wide),
+        "wider_than_column_1366": sum(wide),
+        "past_the_edge_390": past_edge,
+    }
+    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert not serious, f"{entry}: serious or critical accessibility violations: {serious}"
+    assert not past_edge, f"{entry}: at 390 px these reach past the screen: {past_edge}"
+
+
+def test_code_blocks_fit_the_column_at_a_laptop_width(browser, site):  # noqa: F811
+    """Under 5% of all code blocks of the site are wider than the column at 1366 px."""
+    base, _html = site
+    total = wide = 0
+    for entry in PAGES:
+        if entry in RESULTS["layout"]:
+            total += RESULTS["layout"][entry]["code_blocks"]
+            wide += RESULTS["layout"][entry]["wider_than_column_1366"]
+            continue
+        _open(browser, f"{base}{entry}.html", 1366)
+        flags = browser.execute_script(WIDE_CODE_JS)
+        total, wide = total + len(flags), wide + sum(flags)
+    RESULTS["layout"]["_share_wider_than_column_1366"] = {"wide": wide, "total": total}
+    assert total and wide / total < 0.05, f"{wide} of {total} code blocks are wider than the column"
