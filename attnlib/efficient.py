@@ -226,7 +226,17 @@ _LOG2E = 1.0 / math.log(2.0)  # scores times log2(e) turn exp(x) into the cheape
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _fold_tile(m, l, acc, p, v, *, base2=False, p_flat=None, acc_flat=None):
+# The fast path of tiled_attention folds a tile without rescaling when its
+# exp2(s - m) sum stays below this: m may then lag behind the true running
+# maximum, which is exact (acc / l does not depend on m) and safe in float32.
+_SETTLED_LIMIT = 2.0**16
+# ... and only on tiles of at least this many scores (256 KB in float32): the
+# saving is memory traffic over tiles larger than the cache; small problems
+# (the chapter's examples) run the exact update, to the last bit as printed.
+_FAST_PATH_MIN_SCORES = 2**16
+
+
+def _fold_tile(m, l, acc, p, v, *, base2=False, p_flat=None, acc_flat=None, settled=False):
     """The online-softmax update, in place: fold one tile into (m, l, acc).
 
     m, l are (..., b_q, 1), acc (..., b_q, d_v); p holds the tile's scores
@@ -236,23 +246,39 @@ def _fold_tile(m, l, acc, p, v, *, base2=False, p_flat=None, acc_flat=None):
     from a cheaper instruction. p_flat and acc_flat are optional 3-D views
     of p and acc for one batched acc += p @ v without a temporary.
 
+    m only needs to be *a* reference that l and acc are measured against
+    (the largest score seen so far is the safe choice): softmax's result
+    does not depend on it. settled=True is tiled_attention's fast path for
+    rows that have all seen an allowed key (l > 0): p then already holds
+    scores - m (subtracted inside the score matmul) and m stays where it
+    is, which saves the max, the subtraction and the rescaling. It returns
+    False, having changed only p, when a tile sum exceeds _SETTLED_LIMIT
+    (m lags too far behind): the caller redoes the tile with settled=False.
+
     A NaN score makes m NaN, and torch.maximum keeps it NaN in every later
     tile, whatever their order: NaN propagates as in torch's softmax.
     """
     exp_ = torch.Tensor.exp2_ if base2 else torch.Tensor.exp_
-    m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., b_q, 1)
-    # Rows that have seen only masked keys keep m = -inf: shift them by 0
-    # instead, so that exp(-inf - (-inf)) = NaN never happens.
-    shift = m_new.masked_fill(m_new == -math.inf, 0.0)
-    correction = exp_(m - shift)  # exp(m - m_new) <= 1 rescales the past
-    exp_(p.sub_(shift))  # p = exp(s - m_new), in place
-    l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
-    acc.mul_(correction)
+    if settled:
+        tile_sum = exp_(p).sum(dim=-1, keepdim=True)  # p = exp(s - m)
+        if (tile_sum > _SETTLED_LIMIT).any():
+            return False
+        l.add_(tile_sum)
+    else:
+        m_new = torch.maximum(m, p.amax(dim=-1, keepdim=True))  # (..., b_q, 1)
+        # Rows that have seen only masked keys keep m = -inf: shift them by 0
+        # instead, so that exp(-inf - (-inf)) = NaN never happens.
+        shift = m_new.masked_fill(m_new == -math.inf, 0.0)
+        correction = exp_(m - shift)  # exp(m - m_new) <= 1 rescales the past
+        exp_(p.sub_(shift))  # p = exp(s - m_new), in place
+        l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
+        acc.mul_(correction)
+        m.copy_(m_new)
     if acc_flat is not None:
         acc_flat.baddbmm_(p_flat, v)  # acc += p @ v, no temporary
     else:
         acc.add_(p @ v)
-    m.copy_(m_new)
+    return True
 
 
 def tile_step(
@@ -391,13 +417,16 @@ class _Plan:
         """Causal: the last key row ``i1 - 1`` may see is ``i1 - 1 + diagonal``."""
         return max(min(S, i1 + self.diagonal), 0) if self.is_causal else S
 
-    def scores(self, buffer, q_blk, k_t, i0, i1, j0, j1, n, g):
+    def scores(self, buffer, q_blk, k_t, i0, i1, j0, j1, n, g, prescaled=False):
         """Base-2 scores of one tile, written into ``buffer``: (n, g * nq, nk) and a
-        (n, g, nq, nk) view. ``log2(e) * (scale * Q K^T + bias)``, -inf where masked."""
+        (n, g, nq, nk) view. ``log2(e) * (scale * Q K^T + bias)``, -inf where masked.
+        ``prescaled``: q_blk is already multiplied by ``scale * log2(e)`` (the fast
+        path's [q * c, -m] rows against [k, 1] columns, which yield scores - m)."""
         nq, nk = i1 - i0, j1 - j0
         s_flat = buffer[: n * g * nq * nk].view(n, g * nq, nk)
+        alpha = 1.0 if prescaled else self.scale * _LOG2E
         torch.baddbmm(
-            s_flat, q_blk, k_t[:, :, j0:j1], beta=0, alpha=self.scale * _LOG2E, out=s_flat
+            s_flat, q_blk, k_t[:, :, j0:j1], beta=0, alpha=alpha, out=s_flat
         )  # (n, g*nq, E) @ (n, E, nk) -> (n, g*nq, nk)
         s = s_flat.view(n, g, nq, nk)
         masks = self.masks
@@ -440,6 +469,17 @@ def _forward(q, k, v, plan):
     bfloat16 inputs) and ``lse2`` (n, g, L, 1), the base-2 log-sum-exp of every
     score row (``+inf`` for a row with no allowed key, so that the backward's
     ``exp2(s - lse2)`` is 0 there).
+
+    Two paths through :func:`_fold_tile`. The exact one (every tile of
+    :func:`tile_step`; here the first tiles of a block of rows, until each row
+    has seen an allowed key) takes the tile's maximum, subtracts it and
+    rescales the past. The fast one (``settled``, every later tile) lets the
+    matmul subtract the reference maximum ``m`` and keeps ``m``: one pass over
+    the tile (exp2) and a row sum instead of four passes, which matters when a
+    tile (8 heads x 512 x 512 x 4 bytes = 8 MB) is larger than the cache. A
+    tile whose scores overshoot ``m`` (a sum above ``_SETTLED_LIMIT``) is
+    recomputed on the exact path. Tiles under ``_FAST_PATH_MIN_SCORES`` scores
+    always take the exact path.
     """
     work = torch.float32 if q.dtype in _LOW_PRECISION else q.dtype
     q, k, v = q.to(work), k.to(work), v.to(work)  # no copy unless upcast
@@ -451,23 +491,37 @@ def _forward(q, k, v, plan):
         return out, lse2
     bq, bk = min(plan.block_q, L), min(plan.block_k, S)
     k_t = k.transpose(1, 2)  # (n, E, S): the matmul reads it as K^T
+    # The fast path's keys: K with a column of ones, so that a query row
+    # [q * scale * log2(e), -m] gives the base-2 score minus m in the matmul itself.
+    k1_t = torch.cat([k, k.new_ones(n, S, 1)], dim=-1).transpose(1, 2)  # (n, E + 1, S)
     # One score buffer for the whole call, reused by every tile.
     buffer = torch.empty(n * g * bq * bk, dtype=work, device=q.device)
+    fast = buffer.numel() >= _FAST_PATH_MIN_SCORES  # tiles worth the fast path
 
     for i0 in range(0, L, bq):
         i1 = min(i0 + bq, L)
         nq = i1 - i0
         q_blk = q[:, :, i0:i1].reshape(n, g * nq, E)  # the g heads of a group stacked
+        q1_blk = torch.cat([q_blk * (plan.scale * _LOG2E), q_blk.new_zeros(n, g * nq, 1)], dim=-1)
         m = torch.full((n, g, nq, 1), -math.inf, dtype=work, device=q.device)
         l = torch.zeros(n, g, nq, 1, dtype=work, device=q.device)
         # A contiguous accumulator: a strided slice of `out` would make baddbmm_ fall
         # back to one small matmul per batch-head.
         acc_flat = torch.zeros(n, g * nq, Ev, dtype=work, device=q.device)
         acc = acc_flat.view(n, g, nq, Ev)
+        settled = False  # every row has seen an allowed key (l > 0): the fast path
         for j0 in range(0, plan.key_end(i1, S), bk):
             j1 = min(j0 + bk, S)
+            fold = dict(base2=True, acc_flat=acc_flat)
+            if settled:  # scores - m from the matmul; m stays unless the tile overshoots
+                s_flat, s = plan.scores(buffer, q1_blk, k1_t, i0, i1, j0, j1, n, g, prescaled=True)
+                if _fold_tile(m, l, acc, s, v[:, j0:j1], p_flat=s_flat, settled=True, **fold):
+                    continue
             s_flat, s = plan.scores(buffer, q_blk, k_t, i0, i1, j0, j1, n, g)
-            _fold_tile(m, l, acc, s, v[:, j0:j1], base2=True, p_flat=s_flat, acc_flat=acc_flat)
+            _fold_tile(m, l, acc, s, v[:, j0:j1], p_flat=s_flat, **fold)  # moves m
+            settled = fast and bool((l > 0).all())  # False while a row has no allowed key, or NaN
+            if settled:
+                q1_blk[:, :, E:] = -m.view(n, g * nq, 1)  # the reference the fast path subtracts
         # Rows that never saw an allowed key have l = 0 and acc = 0: output 0.
         empty = l == 0
         acc.div_(l.masked_fill(empty, 1.0))
