@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from attnlib._validate import check_attention, check_floating, check_mask
-from attnlib.masks import expand_key_mask
+from attnlib.masks import check_mask_tensor, expand_key_mask
 
 __all__ = [
     "KVCache",
@@ -375,13 +375,28 @@ def tiled_attention(
     """
     fn = "tiled_attention"
     batch, L, S, E, Ev = _check_qkv(fn, query, key, value)
-    n = math.prod(batch)
-    q = query.expand(*batch, L, E).reshape(n, 1, L, E)
-    k = key.expand(*batch, S, E).reshape(n, S, E)
-    v = value.expand(*batch, S, Ev).reshape(n, S, Ev)
-    masks = _prepare_masks(fn, attn_mask, key_mask, batch, L, S, query)
-    out = _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
+    query, key, value = query.expand(*batch, L, E), key.expand(*batch, S, E), value.expand(*batch, S, Ev)
+    n = math.prod(batch)  # g = 1: every query head has its own keys and values
+    options = (attn_mask, key_mask, is_causal, diagonal, scale, block_q, block_k)
+    out = _attend_groups(fn, query, key, value, n, 1, batch, *options)
     return out.reshape(*batch, L, Ev)
+
+
+def _attend_groups(
+    fn, query, key, value, n, g, mask_batch, attn_mask, key_mask, is_causal, diagonal, scale, bq, bk
+):
+    """The common core of :func:`tiled_attention` (g = 1) and :func:`grouped_query_attention`.
+
+    query (..., L, E) holds n * g heads, key (..., S, E) and value (..., S, Ev) hold n:
+    the g query heads next to each other share one key/value head. The masks broadcast
+    to (*mask_batch, L, S). Returns (n, g, L, Ev).
+    """
+    L, E, S, Ev = query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1]
+    q = query.reshape(n, g, L, E)  # the g query heads that share a key/value head stacked
+    k = key.reshape(n, S, E)
+    v = value.reshape(n, S, Ev)
+    masks = _prepare_masks(fn, attn_mask, key_mask, mask_batch, L, S, query)
+    return _attend(q, k, v, masks, is_causal, diagonal, scale, bq, bk)
 
 
 @dataclass
@@ -635,18 +650,15 @@ def _prepare_masks(fn, attn_mask, key_mask, batch, L, S, query) -> _Masks:
     allowed, bias = [], None
     full = (*batch, L, S)
     if attn_mask is not None:
-        if not isinstance(attn_mask, torch.Tensor):
-            raise TypeError(f"{fn}: attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
+        check_mask_tensor(fn, "attn_mask", attn_mask)  # bool or float tensor: attention's rule
         check_mask(fn, "attn_mask", attn_mask.shape, full)
         mask = attn_mask.reshape((1,) * (len(full) - attn_mask.dim()) + tuple(attn_mask.shape))
         mask = mask.expand(*batch, *mask.shape[-2:])
         if mask.dtype == torch.bool:
             allowed.append(mask)
-        elif mask.is_floating_point():
+        else:  # a float mask, added to the scores
             work = torch.float32 if query.dtype in _LOW_PRECISION else query.dtype
             bias = mask.detach().to(work)
-        else:
-            raise TypeError(f"{fn}: attn_mask must be bool or floating point, got {mask.dtype}")
     if key_mask is not None:
         mask = expand_key_mask(key_mask, tuple(batch), S, fn=fn)  # (B or 1, 1, ..., 1, S): one key mask rule
         mask = mask.reshape((1,) * (len(full) - mask.dim()) + tuple(mask.shape))
@@ -743,13 +755,8 @@ def grouped_query_attention(
             f"{fn}: query heads Hq={Hq} must be a multiple of key/value heads Hkv={Hkv}: {shapes}"
         )
     batch, L, S, E, Ev = _check_qkv(fn, query[:, :1], key, value)
-    g = Hq // Hkv
-    n = B * Hkv
-    q = query.reshape(n, g, L, E)  # group the query heads that share a key/value head
-    k = key.reshape(n, S, E)
-    v = value.reshape(n, S, Ev)
-    masks = _prepare_masks(fn, attn_mask, key_mask, (B, Hq), L, S, query)
-    out = _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k)
+    options = (attn_mask, key_mask, is_causal, diagonal, scale, block_q, block_k)
+    out = _attend_groups(fn, query, key, value, B * Hkv, Hq // Hkv, (B, Hq), *options)  # Hq/Hkv per group
     return out.reshape(B, Hq, L, Ev)
 
 

@@ -108,3 +108,25 @@ def test_small_tiles_take_the_exact_path_only(monkeypatch):
     q, k, v = _qkv(8, 32)
     eff.tiled_attention(q, k, v, block_q=8, block_k=8)
     assert calls == [(False, True)] * 4
+
+
+def test_attn_mask_kinds_are_refused_as_attention_refuses_them():
+    """One rule for mask kinds (masks.check_mask_tensor), checked before the shape (#17)."""
+    from attnlib.attention import scaled_dot_product_attention
+
+    q, k, v = (t.float() for t in _qkv(3, 4))
+    for bad, kind in (
+        ([[True] * 4] * 3, "got list"),
+        (torch.ones(5, 7, dtype=torch.int64), "got dtype torch.int64"),
+    ):
+        messages = []
+        for fn in (eff.tiled_attention, scaled_dot_product_attention):
+            with pytest.raises(
+                TypeError, match=f"attn_mask must be a torch.Tensor of dtype bool or floating, {kind}"
+            ):
+                fn(q, k, v, attn_mask=bad)
+            try:
+                fn(q, k, v, attn_mask=bad)
+            except TypeError as error:
+                messages.append(str(error).split(": ", 1)[1])  # without the function's name
+        assert messages[0] == messages[1]
