@@ -236,15 +236,15 @@ _SETTLED_LIMIT = 2.0**16
 _FAST_PATH_MIN_SCORES = 2**16
 
 
-def _fold_tile(m, l, acc, p, v, *, base2=False, p_flat=None, acc_flat=None, settled=False):
+def _fold_tile(m, l, acc, p, v, *, base2=False, acc_flat=None, settled=False):
     """The online-softmax update, in place: fold one tile into (m, l, acc).
 
     m, l are (..., b_q, 1), acc (..., b_q, d_v); p holds the tile's scores
     (..., b_q, b_k) (-inf where masked) and becomes exp(scores - m_new);
     v is (..., b_k, d_v). With base2 the scores are in base-2 units
     (natural scores times log2(e)) and exp2 replaces exp: the same result
-    from a cheaper instruction. p_flat and acc_flat are optional 3-D views
-    of p and acc for one batched acc += p @ v without a temporary.
+    from a cheaper instruction. acc_flat is an optional 3-D view of acc
+    (n, rows, d_v) for one batched acc += p @ v without a temporary.
 
     m only needs to be *a* reference that l and acc are measured against
     (the largest score seen so far is the safe choice): softmax's result
@@ -274,8 +274,8 @@ def _fold_tile(m, l, acc, p, v, *, base2=False, p_flat=None, acc_flat=None, sett
         l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
         acc.mul_(correction)
         m.copy_(m_new)
-    if acc_flat is not None:
-        acc_flat.baddbmm_(p_flat, v)  # acc += p @ v, no temporary
+    if acc_flat is not None:  # acc += p @ v, no temporary
+        acc_flat.baddbmm_(p.view(*acc_flat.shape[:-1], p.shape[-1]), v)
     else:
         acc.add_(p @ v)
     return True
@@ -529,11 +529,11 @@ def _forward(q, k, v, plan):
             j1 = min(j0 + bk, S)
             fold = dict(base2=True, acc_flat=acc_flat)
             if settled:  # scores - m from the matmul; m stays unless the tile overshoots
-                s_flat, s = plan.scores(buffer, q1_blk, k1_t, i0, i1, j0, j1, n, g, prescaled=True)
-                if _fold_tile(m, l, acc, s, v[:, j0:j1], p_flat=s_flat, settled=True, **fold):
+                _, s = plan.scores(buffer, q1_blk, k1_t, i0, i1, j0, j1, n, g, prescaled=True)
+                if _fold_tile(m, l, acc, s, v[:, j0:j1], settled=True, **fold):
                     continue
-            s_flat, s = plan.scores(buffer, q_blk, k_t, i0, i1, j0, j1, n, g)
-            _fold_tile(m, l, acc, s, v[:, j0:j1], p_flat=s_flat, **fold)  # moves m
+            _, s = plan.scores(buffer, q_blk, k_t, i0, i1, j0, j1, n, g)
+            _fold_tile(m, l, acc, s, v[:, j0:j1], **fold)  # moves m
             settled = fast and bool((l > 0).all())  # False while a row has no allowed key, or NaN
             if settled:
                 q1_blk[:, :, E:] = -m.view(n, g * nq, 1)  # the reference the fast path subtracts
