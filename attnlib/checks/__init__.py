@@ -2,50 +2,13 @@
 
 Every chapter registers its exercises in a module ``attnlib/checks/chNN_slug.py``;
 those modules are discovered on first use.
+
+The public names are those of :mod:`attnlib.checks.core` (listed once, in its
+``__all__``) plus :func:`~attnlib.checks.forbidden.find_forbidden`.
 """
 
-from attnlib.checks.core import (
-    Case,
-    CaseResult,
-    CheckResult,
-    Exercise,
-    Misconception,
-    NotAttempted,
-    all_exercises,
-    check,
-    compare_outputs,
-    evaluate,
-    forbidden_calls,
-    forbidden_message,
-    forbidden_result,
-    get_exercise,
-    judge_case,
-    judge_error,
-    register,
-    run_case,
-    to_arrays,
-)
+from attnlib.checks import core
+from attnlib.checks.core import *  # noqa: F403  (core.__all__ is the one list of public names)
 from attnlib.checks.forbidden import find_forbidden
 
-__all__ = [
-    "Case",
-    "CaseResult",
-    "CheckResult",
-    "Exercise",
-    "Misconception",
-    "NotAttempted",
-    "all_exercises",
-    "check",
-    "compare_outputs",
-    "find_forbidden",
-    "evaluate",
-    "forbidden_calls",
-    "forbidden_message",
-    "forbidden_result",
-    "get_exercise",
-    "judge_case",
-    "judge_error",
-    "register",
-    "run_case",
-    "to_arrays",
-]
+__all__ = [*core.__all__, "find_forbidden"]

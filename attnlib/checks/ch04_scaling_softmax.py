@@ -120,6 +120,15 @@ def _logits_1000():
     return (np.array([[1000.0, 1001.0, 1002.0], [3.0, 1.0, 0.2]]),)
 
 
+def _visible_logit_cases(shape, seed):
+    """The visible cases that ex-04-1 and ex-04-2 share: small logits, then two that overflow."""
+    return [
+        Case(f"small logits {shape}", lambda: _logits(shape, seed)),
+        Case("logits near 1000", _logits_1000),
+        Case("two rows 1000 apart", _rows_far_apart),
+    ]
+
+
 def _qk(L, S, d_k, seed, batch=()):
     rng = np.random.default_rng(seed)
     return rng.normal(size=(*batch, L, d_k)), rng.normal(size=(*batch, S, d_k))
@@ -150,9 +159,7 @@ register(
         function="stable_softmax",
         reference=stable_softmax,
         cases=[
-            Case("small logits (2, 4)", lambda: _logits((2, 4), 0)),
-            Case("logits near 1000", _logits_1000),
-            Case("two rows 1000 apart", _rows_far_apart),
+            *_visible_logit_cases((2, 4), 0),
             Case(
                 "hidden: a batch (2, 3, 5) of logits near 800",
                 lambda: _logits((2, 3, 5), 1, 5.0, 800.0),
@@ -209,9 +216,7 @@ register(
         function="log_sum_exp",
         reference=log_sum_exp,
         cases=[
-            Case("small logits (3, 4)", lambda: _logits((3, 4), 3)),
-            Case("logits near 1000", _logits_1000),
-            Case("two rows 1000 apart", _rows_far_apart),
+            *_visible_logit_cases((3, 4), 3),
             Case(
                 "hidden: a batch (2, 2, 7) near -750", lambda: _logits((2, 2, 7), 4, 4.0, -750.0), hidden=True
             ),
