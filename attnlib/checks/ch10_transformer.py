@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -168,35 +170,28 @@ def _train_inputs(n_batches, batch, length, seed, stale_grads=True):
     return make
 
 
-def _no_zero_grad(model, optimizer, batches):
+def _train_with_mistake(model, optimizer, batches, *, shift=True, zero_grad=True, step=True):
+    """train_steps with one known mistake made: the wrong answers of ex-10-2.
+
+    shift=False: each position predicts its own token instead of the next one;
+    zero_grad=False: gradients pile up across batches; step=False: the optimiser never steps.
+    """
     losses = []
     for tokens in batches:
-        loss = F.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+        inputs, targets = (tokens[:, :-1], tokens[:, 1:]) if shift else (tokens, tokens)
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        if zero_grad:
+            optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
+        if step:
+            optimizer.step()
         losses.append(loss.detach())
     return torch.stack(losses)
 
 
-def _unshifted(model, optimizer, batches):
-    losses = []
-    for tokens in batches:
-        loss = F.cross_entropy(model(tokens).flatten(0, 1), tokens.flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
-    return torch.stack(losses)
-
-
-def _no_step(model, optimizer, batches):
-    losses = []
-    for tokens in batches:
-        loss = F.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        losses.append(loss.detach())
-    return torch.stack(losses)
+_no_zero_grad = functools.partial(_train_with_mistake, zero_grad=False)
+_unshifted = functools.partial(_train_with_mistake, shift=False)
+_no_step = functools.partial(_train_with_mistake, step=False)
 
 
 register(
@@ -276,45 +271,33 @@ def _gen_inputs(batch, prompt_len, new, seed, layers=1):
 
 
 @torch.no_grad()
-def _offset_zero(model, prompt, max_new_tokens):
+def _generate_with_mistake(
+    model, prompt, max_new_tokens, *, read_position=-1, offset_zero=False, fresh_caches=False
+):
+    """generate_cached with one known mistake switched on: the wrong answers of ex-10-3.
+
+    read_position: which position's logits pick the next token (the right one is -1, the last);
+    offset_zero: every cached step is told it sits at position 0;
+    fresh_caches: every step starts from empty caches instead of the ones the prompt filled.
+    """
     B, P = prompt.shape
     caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
-    logits = model.forward_cached(prompt, caches, offset=0)
+    logits = model.forward_cached(prompt, caches, offset=0)  # (B, P, V)
     tokens = prompt
     for _ in range(max_new_tokens):
-        next_token = logits[:, -1].argmax(-1, keepdim=True)
+        next_token = logits[:, read_position].argmax(-1, keepdim=True)  # (B, 1)
         tokens = torch.cat([tokens, next_token], dim=1)
         if tokens.shape[1] < P + max_new_tokens:
-            logits = model.forward_cached(next_token, caches, offset=0)
+            if fresh_caches:
+                caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+            offset = 0 if offset_zero else tokens.shape[1] - 1
+            logits = model.forward_cached(next_token, caches, offset=offset)
     return tokens
 
 
-@torch.no_grad()
-def _fresh_cache_each_step(model, prompt, max_new_tokens):
-    B, P = prompt.shape
-    tokens = prompt
-    logits = model.forward_cached(prompt, [b.new_cache(B, P + max_new_tokens) for b in model.blocks], 0)
-    for _ in range(max_new_tokens):
-        next_token = logits[:, -1].argmax(-1, keepdim=True)
-        tokens = torch.cat([tokens, next_token], dim=1)
-        if tokens.shape[1] < P + max_new_tokens:
-            caches = [b.new_cache(B, P + max_new_tokens) for b in model.blocks]
-            logits = model.forward_cached(next_token, caches, offset=tokens.shape[1] - 1)
-    return tokens
-
-
-@torch.no_grad()
-def _first_position(model, prompt, max_new_tokens):
-    B, P = prompt.shape
-    caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
-    logits = model.forward_cached(prompt, caches, offset=0)
-    tokens = prompt
-    for _ in range(max_new_tokens):
-        next_token = logits[:, 0].argmax(-1, keepdim=True)
-        tokens = torch.cat([tokens, next_token], dim=1)
-        if tokens.shape[1] < P + max_new_tokens:
-            logits = model.forward_cached(next_token, caches, offset=tokens.shape[1] - 1)
-    return tokens
+_offset_zero = functools.partial(_generate_with_mistake, offset_zero=True)
+_fresh_cache_each_step = functools.partial(_generate_with_mistake, fresh_caches=True)
+_first_position = functools.partial(_generate_with_mistake, read_position=0)
 
 
 register(
