@@ -11,6 +11,7 @@ from attnlib.chapters.seq2seq import (
     exact_match,
     final_state_context,
 )
+from attnlib.checks._cases import optimiser_step
 from attnlib.checks.core import Case, Exercise, Misconception, register, reset_parameters
 
 
@@ -397,12 +398,7 @@ def _train_variant(shift=True, ignore_pad=True, zero_grad=True, step=True, reduc
                 ignore_index=PAD if ignore_pad else -100,
                 reduction=reduction,
             )
-            if zero_grad:
-                optimizer.zero_grad()
-            loss.backward()
-            if step:
-                optimizer.step()
-            losses.append(loss.detach())
+            losses.append(optimiser_step(optimizer, loss, zero_grad=zero_grad, step=step))
         return torch.stack(losses)
 
     return train

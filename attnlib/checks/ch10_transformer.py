@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlib.chapters.tiny_lm import TinyDecoderLM
+from attnlib.checks._cases import optimiser_step
 from attnlib.checks.core import Case, Exercise, Misconception, register
 from attnlib.transformer import TransformerBlock
 
@@ -180,12 +181,7 @@ def _train_with_mistake(model, optimizer, batches, *, shift=True, zero_grad=True
     for tokens in batches:
         inputs, targets = (tokens[:, :-1], tokens[:, 1:]) if shift else (tokens, tokens)
         loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
-        if zero_grad:
-            optimizer.zero_grad()
-        loss.backward()
-        if step:
-            optimizer.step()
-        losses.append(loss.detach())
+        losses.append(optimiser_step(optimizer, loss, zero_grad=zero_grad, step=step))
     return torch.stack(losses)
 
 
