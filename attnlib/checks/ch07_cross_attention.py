@@ -168,8 +168,9 @@ register(
 # --------------------------------------------------------------------------- ex-07-2 the source mask
 
 
-def _mask_inputs(lengths, S):
-    return torch.tensor(lengths), S
+def _mask_inputs(lengths, *sizes):
+    """The inputs of ex-07-2 (lengths, S) and of ex-07-4 (lengths, S, T), the lengths as a tensor."""
+    return torch.tensor(lengths), *sizes
 
 
 def _mask_2d(lengths, S):
@@ -337,27 +338,19 @@ register(
 # --------------------------------------------------------------------------- ex-07-4 which mask where
 
 
-def _masks_inputs(lengths, S, T):
-    return torch.tensor(lengths), S, T
-
-
-def _src2d(lengths, S):
-    return torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
-
-
 register(
     Exercise(
         id="ex-07-4",
         function="decoder_masks",
         reference=decoder_masks,
         cases=[
-            Case("lengths [3, 2], S=4, T=3", lambda: _masks_inputs([3, 2], 4, 3)),
-            Case("lengths [1, 4, 2], S=5, T=4", lambda: _masks_inputs([1, 4, 2], 5, 4)),
-            Case("one pair, S=2, T=5 (more targets than sources)", lambda: _masks_inputs([2], 2, 5)),
-            Case("hidden: lengths [5, 3], S=6, T=6", lambda: _masks_inputs([5, 3], 6, 6), hidden=True),
+            Case("lengths [3, 2], S=4, T=3", lambda: _mask_inputs([3, 2], 4, 3)),
+            Case("lengths [1, 4, 2], S=5, T=4", lambda: _mask_inputs([1, 4, 2], 5, 4)),
+            Case("one pair, S=2, T=5 (more targets than sources)", lambda: _mask_inputs([2], 2, 5)),
+            Case("hidden: lengths [5, 3], S=6, T=6", lambda: _mask_inputs([5, 3], 6, 6), hidden=True),
             Case(
                 "hidden: one target position, lengths [1, 3], S=3, T=1",
-                lambda: _masks_inputs([1, 3], 3, 1),
+                lambda: _mask_inputs([1, 3], 3, 1),
                 hidden=True,
             ),
         ],
@@ -395,7 +388,7 @@ register(
             ),
             Misconception(
                 "the cross mask has shape (B, S): not broadcast over heads and targets",
-                lambda lengths, S, T: (torch.ones(T, T, dtype=torch.bool).tril(), _src2d(lengths, S)),
+                lambda lengths, S, T: (torch.ones(T, T, dtype=torch.bool).tril(), _mask_2d(lengths, S)),
                 "give the cross mask size-1 axes for heads and target positions: (B, 1, 1, S).",
             ),
         ],
