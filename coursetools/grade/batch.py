@@ -67,9 +67,22 @@ def _sweep_work_dirs() -> None:
 def _hidden_folders(submissions: Path, out: Path, extra) -> set[str]:
     """Folders covered by an empty tmpfs in the sandbox: the submissions, the output, and
     every folder beside the grader's own code in the repository (.git, solutions, _build,
-    tests, ...) and beside the submissions folder. The sandbox skips any folder that holds
-    what the interpreter needs (the attnlib and coursetools packages, the virtual env)."""
-    hide = {str(submissions), str(out), str(ROOT / "solutions"), str(ROOT / ".git"), *map(str, extra)}
+    tests, ...) and beside the submissions folder, and ``attnlib/checks`` (the check modules
+    hold the references and the known wrong answers: the harness imports the checker's
+    machinery before the folder is covered, the cases' inputs come in the plan), and the
+    system's temporary folders (other checkouts of the course, other graders' work; the
+    sandbox makes its scratch folder inside the covering tmpfs). The sandbox skips any
+    folder that holds what the interpreter needs (the attnlib and coursetools packages,
+    the virtual env)."""
+    hide = {
+        str(submissions),
+        str(out),
+        str(ROOT / "solutions"),
+        str(ROOT / ".git"),
+        str(ROOT / "attnlib" / "checks"),
+        *(str(Path(p).resolve()) for p in {tempfile.gettempdir(), "/tmp", "/var/tmp"} if Path(p).is_dir()),
+        *map(str, extra),
+    }
     for top in (ROOT, submissions.parent, out.parent):
         if top == Path(top.anchor) or str(top).split("/")[1:2] in SYSTEM_TOPS:
             continue  # never cover the system's own folders (/usr, /lib, /etc, ...)

@@ -101,6 +101,7 @@ class RunPlan:
     exercises: list[str]
     skip_cells: list[int] = field(default_factory=list)
     skip_cases: list[tuple[str, str]] = field(default_factory=list)
+    inputs: str = ""  # the cases' inputs, made by the grader (coursetools.grade.inputs.ship)
 
     def to_wire(self) -> dict:
         return {
@@ -110,4 +111,79 @@ class RunPlan:
             "exercises": self.exercises,
             "skip_cells": list(self.skip_cells),
             "skip_cases": [list(k) for k in self.skip_cases],
+            "inputs": self.inputs,
         }
+
+
+class Transcript:
+    """The order in which the harness sends its events; an event that does not fit was not sent by it.
+
+    The harness sends ``hello`` (or ``fatal``) first, before any learner code runs;
+    then, for each cell of the plan in order, ``step`` (cell), at most one
+    ``cell-error`` and ``cell-done``; for each case it evaluates, ``step`` (case)
+    and one ``case``; and ``done`` last. Learner code runs only while a cell or
+    a case step is open, so a message it writes on the channel (found with
+    ``gc`` or frames, issue 12) arrives where only the open step's closing event
+    may come: a second ``case``, a ``case`` inside a cell, a ``done`` or
+    ``fatal`` in the middle, a step out of order. :meth:`accept` refuses those,
+    and the grader ignores them and flags the submission for review. What it
+    cannot refuse is a submission that closes its own step, writes a complete,
+    well-ordered account of the rest of the run and silences the harness (it
+    can: the channel lives in its process); such an account carries only
+    outputs the submission computed itself, judged against references it cannot
+    reach (see :mod:`coursetools.grade.inputs`).
+    """
+
+    def __init__(self, plan: RunPlan):
+        skipped = set(plan.skip_cells)
+        self._cells = [int(index) for index, _ in plan.cells if index not in skipped]
+        self._exercises = set(plan.exercises)
+        self._count = 0
+        self._position = 0  # cells of the plan already started
+        self._open: Step | None = None
+        self._cell_error = False
+        self._started = False
+
+    def accept(self, event: Event) -> bool:
+        """True when ``event`` comes where the harness would send it (and advance); False otherwise."""
+        first = self._count == 0
+        self._count += 1
+        kind, data = event.kind, event.data
+        if kind in ("hello", "fatal"):
+            self._started = self._started or (first and kind == "hello")
+            return first
+        if not self._started:
+            return False
+        step = self._open
+        if kind == "step":
+            new = Step.from_event(data)
+            if new is None or step is not None:
+                return False
+            if new.kind == "cell":
+                if new.cell not in self._cells[self._position :]:
+                    return False
+                self._position = self._cells.index(new.cell, self._position) + 1
+            elif new.ex not in self._exercises:
+                return False
+            self._open, self._cell_error = new, False
+            return True
+        if kind in ("cell-error", "cell-done"):
+            if step is None or step.kind != "cell" or data.get("cell") != step.cell:
+                return False
+            if kind == "cell-error":
+                fits, self._cell_error = not self._cell_error, True
+                return fits
+            self._open = None
+            return True
+        if kind == "case":
+            if (
+                step is None
+                or step.kind != "case"
+                or (data.get("ex"), data.get("case")) != (step.ex, step.case)
+            ):
+                return False
+            self._open = None
+            return True
+        if kind == "done":
+            return step is None
+        return False

@@ -11,6 +11,14 @@ type and first line) to the grader as one JSON line on the event pipe.
 Nothing is judged here: the grader's own process compares the outputs with the
 reference, so whatever the learner's code patches in this process (NumPy,
 torch, ``attnlib.checks``) cannot change a verdict.
+
+Nor is the answer key here (issue 12): the cases' inputs come in the plan, made
+by the grader (:mod:`coursetools.grade.inputs`), and no check module
+(``attnlib/checks/chNN_*.py``, with the references and the known wrong answers)
+is ever imported in this process. Learner code can find this process's channel
+and its secret (``gc``, frames): what it sends is checked against the run's
+order of events by the grader (:class:`coursetools.grade.events.Transcript`),
+and in any case it can only send outputs that it can compute without the key.
 """
 
 from __future__ import annotations
@@ -168,33 +176,34 @@ def run(plan: dict) -> None:
 
     sandbox.set_pdeathsig()
     channel = _Channel(int(plan.pop("fd")), str(plan.pop("token")))
+    # Trusted imports and references, taken before any learner code runs and before the
+    # sandbox hides attnlib/checks: the checker's machinery (core: run_case, to_arrays),
+    # never a chapter's check module (the grader ships the cases' inputs instead).
+    try:
+        import numpy  # noqa: F401  (warm import, so the first cell's time is the learner's)
+
+        import attnlib.checks as checks_pkg
+        from attnlib.checks import core
+        from coursetools.grade.inputs import unship
+        from coursetools.grade.wire import encode
+    except Exception as exc:  # noqa: BLE001 - report and stop
+        channel.send(t="fatal", message=f"harness imports failed: {type(exc).__name__}: {exc}")
+        os._exit(3)
     try:
         isolation = sandbox.enter(plan["sandbox"])
     except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise
         channel.send(t="fatal", message=f"sandbox setup failed: {type(exc).__name__}: {exc}")
         os._exit(3)
 
-    # Trusted imports and references, taken before any learner code runs.
-    import numpy  # noqa: F401  (warm import, so the first cell's time is the learner's)
-
-    from attnlib.checks import core
-    from coursetools.grade.wire import encode
-
     run_case = core.run_case
     not_attempted = core.NotAttempted
     # a snapshot, taken before learner code runs: the function's name and the cases
-    # (a helper cell that rebinds an Exercise's attributes cannot change what is run)
-    exercises = {}
-    for ex_id in plan["exercises"]:
-        found = core.get_exercise(ex_id)
-        exercises[ex_id] = _Snapshot(found.function, tuple(found.cases))
+    # (a helper cell that rebinds anything cannot change what is run)
+    exercises = {
+        ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in unship(plan.pop("inputs")).items()
+    }
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
-    try:
-        import attnlib.checks as checks_pkg
-
-        checks_pkg.check = core.check
-    except ImportError:
-        pass
+    checks_pkg.check = core.check
     channel.send(t="hello", isolation=isolation, pid=os.getpid())
 
     skip_cells = set(plan.get("skip_cells", []))

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from coursetools.grade import sandbox
-from coursetools.grade.events import Event, RunOutcome, RunPlan, Step
+from coursetools.grade.events import Event, RunOutcome, RunPlan, Step, Transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEEP = 8192
@@ -55,6 +55,8 @@ class Run:
         self.tail = bytearray()
         self.output_bytes = 0
         self.bad_lines = 0
+        self.transcript = Transcript(plan)
+        self.out_of_order = 0  # well-formed events that the harness did not send there (forged)
 
     def _keep_output(self, data: bytes) -> None:
         self.output_bytes += len(data)
@@ -306,6 +308,9 @@ class Run:
                     start = 0
                     event = self._parse(line)
                     if event is None:
+                        continue
+                    if not self.transcript.accept(event):
+                        self.out_of_order += 1
                         continue
                     if event.kind == "step":
                         step = Step.from_event(event.data)

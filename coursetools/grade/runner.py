@@ -19,9 +19,10 @@ from typing import Literal
 
 from attnlib.checks.core import Exercise
 from coursetools.grade.events import CaseEvent, CaseKind, RunOutcome, RunPlan, Step
+from coursetools.grade.inputs import ship
 from coursetools.grade.process import OUTPUT_KEEP, ROOT, Run, _describe_exit, base_env
 from coursetools.grade.submission import Assignment, Submission, Unreadable, build_plan, read_notebook
-from coursetools.grade.verdict import finish, judge
+from coursetools.grade.verdict import finish, judge, one_at_a_time
 
 __all__ = ["ROOT", "RunOutcome", "Settings", "base_env", "grade_submission", "judge"]
 
@@ -83,8 +84,14 @@ def grade_submission(
         return finish(record, assignment, exercises, {}, settings, started)
     plan_data, notes, review = build_plan(nb, assignment)
     forbidden = plan_data.pop("forbidden", {})
+    with one_at_a_time():  # the cases' inputs, made here: the sandbox never holds the answer key
+        shipped = ship({ex_id: exercises[ex_id] for ex_id in assignment.points})
     plan = RunPlan(
-        plan_data["cells"], plan_data["evaluate_after"], plan_data["evaluate_at_end"], list(assignment.points)
+        plan_data["cells"],
+        plan_data["evaluate_after"],
+        plan_data["evaluate_at_end"],
+        list(assignment.points),
+        inputs=shipped,
     )
     if forbidden:
         record["forbidden"] = forbidden
@@ -99,6 +106,7 @@ def grade_submission(
     # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
     scratch = (settings.work_dir or settings.out / ".work") / f"{sub.student}"
     protocol_problems = 0
+    out_of_order = 0
     while record["runs"] < settings.max_runs:
         record["runs"] += 1
         plan.skip_cells = list(skip_cells)
@@ -109,6 +117,7 @@ def grade_submission(
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         protocol_problems += run.bad_lines
+        out_of_order += run.out_of_order
         record["output"] = {
             "bytes": run.output_bytes,
             "head": run.head.decode("utf-8", "replace"),
@@ -175,6 +184,11 @@ def grade_submission(
         record["notes"].append(f"cells {skip_cells} were skipped after they hung or crashed the process")
     if protocol_problems:
         record["review"].append(f"{protocol_problems} malformed messages on the grader's channel")
+    if out_of_order:
+        record["review"].append(
+            f"{out_of_order} messages on the grader's channel came where the harness sends none "
+            "(written by the submission's code): ignored"
+        )
     record["incidents"] = incidents
     return finish(record, assignment, exercises, results, settings, started)
 

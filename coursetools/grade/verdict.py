@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 
 from attnlib.checks.core import (
@@ -36,13 +38,20 @@ def judge(exercise: Exercise, case, event: CaseEvent | dict | None, settings) ->
         event = CaseEvent.from_event(event)
     if event is None:
         return None
+    with one_at_a_time():
+        return _judge(exercise, case, event, settings)
+
+
+@contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """Run a reference or a case's ``make_inputs`` alone, with the global generators restored after."""
     import numpy as np
     import torch
 
     with _JUDGE_LOCK, torch.random.fork_rng(devices=[]):
         np_state = np.random.get_state()  # noqa: NPY002 - saving the legacy global state
         try:
-            return _judge(exercise, case, event, settings)
+            yield
         finally:
             np.random.set_state(np_state)  # noqa: NPY002
 

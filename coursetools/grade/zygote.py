@@ -89,6 +89,29 @@ def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
     harness.run(plan)
 
 
+def _package_modules(name: str) -> list[str]:
+    """The modules of package ``name`` (not imported)."""
+    import importlib
+    import pkgutil
+
+    try:
+        package = importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - nothing to warm
+        return []
+    return [f"{name}.{info.name}" for info in pkgutil.iter_modules(package.__path__)]
+
+
+def _import_modules(names: list[str]) -> None:
+    """Import each module of ``names`` whose import succeeds (warming only)."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - warming is optional
+            continue
+
+
 def serve(control_fd: int, isolate: bool) -> None:
     """The zygote's loop: warm imports, then one fork per request until the socket closes."""
     # No parent-death signal here: it fires when the *thread* that started the zygote
@@ -99,13 +122,14 @@ def serve(control_fd: int, isolate: bool) -> None:
     import torch  # noqa: F401
 
     import attnlib  # noqa: F401
-    from attnlib.checks import core
-    from coursetools.grade import harness  # noqa: F401
+    import attnlib.checks  # noqa: F401  (core and forbidden: the checker's machinery, no answers)
+    from coursetools.grade import harness, inputs, wire  # noqa: F401
 
-    try:
-        core.all_exercises()
-    except Exception:  # noqa: BLE001 - a broken chapter module is the harness's business
-        pass
+    # Warm the modules whose classes the cases' inputs hold (models of the chapters). Never
+    # a check module (attnlib/checks/chNN_*.py): whatever this process imports, every
+    # learner's code forked from it can reach, and those modules hold the references.
+    _import_modules(["attnlib.transformer", "attnlib.positions", "attnlib.efficient"])
+    _import_modules(_package_modules("attnlib.chapters"))
     control = socket.socket(fileno=control_fd)
     control.sendall(b'{"ready": true}\n')
     children: dict[int, int] = {}

@@ -32,6 +32,32 @@ def _share(passes) -> float:
     return round(sum(bool(passes(case.make_inputs()[0])) for case in cases) / len(cases), 6)
 
 
+def summarise(value) -> object:
+    """A JSON-ready description of a case's inputs: types, dtypes, shapes, a digest of the
+    values, and a module's class and parameters (to compare inputs across processes)."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    def digest(array) -> str:
+        array = np.ascontiguousarray(array)
+        return f"{array.dtype}{list(array.shape)}:{hashlib.sha256(array.tobytes()).hexdigest()[:16]}"
+
+    if isinstance(value, torch.nn.Module):
+        params = {k: digest(v.detach().numpy()) for k, v in value.state_dict().items()}
+        return {"module": type(value).__qualname__, "training": value.training, "state": params}
+    if isinstance(value, torch.Tensor):
+        return {"tensor": digest(value.detach().numpy()), "grad": value.requires_grad}
+    if isinstance(value, np.ndarray):
+        return {"array": digest(value)}
+    if isinstance(value, tuple | list):
+        return [type(value).__name__, [summarise(v) for v in value]]
+    if isinstance(value, dict):
+        return {"dict": {str(k): summarise(v) for k, v in value.items()}}
+    return [type(value).__name__, repr(value)]
+
+
 def _base():
     return nbformat.read(EXERCISE, as_version=4)
 

@@ -54,6 +54,67 @@ def _reader(path: Path) -> str:
     )
 
 
+# Issue 12, "the result channel is reachable through gc": a cell after a wrong answer finds
+# the harness's channel (gc) and the cases' inputs, computes the right outputs itself and
+# sends them as case results, in the middle of its own cell.
+FORGES_IN_CELL = """import gc
+from coursetools.grade.wire import encode
+channel = [o for o in gc.get_objects() if type(o).__name__ == "_Channel"]
+cases = [o for o in gc.get_objects() if type(o).__name__ == "ShippedCase"]
+print("FORGER channel", len(channel), "cases", len(cases))
+for case in cases:
+    a, b = case.make_inputs()
+    right = a @ np.swapaxes(b, -1, -2)
+    channel[0].send(t="case", ex="ex-00-1", case=case.name, phase="cell", kind="value",
+                    value=encode(right), seconds=0.0)
+"""
+
+# The same, done as well as code inside the process can do it: it hunts for the answer key
+# (gc, sys.modules, import by a computed name, the file), then takes the channel over: it
+# closes its own cell, writes a complete, well-ordered account of the rest of the run with
+# the key's outputs (or, without the key, its own wrong ones) and ends the process before
+# the harness can write again. The grader cannot tell this account from the harness's; the
+# answer key must be out of reach for it to earn nothing.
+KEY_HUNTER = """import gc, importlib, os, sys
+from coursetools.grade.wire import encode
+key = [o for o in gc.get_objects() if type(o).__name__ in ("Exercise", "Misconception")]
+key += [m for n, m in list(sys.modules.items()) if n.startswith("attnlib.checks.ch")]
+try:
+    key.append(importlib.import_module("attnlib.checks.ch" + "00_how_to_use"))
+except Exception as exc:
+    print("HUNTER import failed:", type(exc).__name__)
+try:
+    open(os.path.join(os.path.dirname(importlib.import_module("attnlib").__file__),
+                      "checks", "ch00_how_to_use.py")).read(1)
+    key.append("file")
+except OSError as exc:
+    print("HUNTER file failed:", type(exc).__name__)
+reference = None
+for found in key:
+    module = found if hasattr(found, "__dict__") else None
+    for value in (vars(module).values() if module is not None else ()):
+        if getattr(value, "id", None) == "ex-00-1":
+            reference = value.reference
+print("HUNTER key found:", reference is not None)
+frame = sys._getframe(0)
+while frame is not None and "channel" not in frame.f_locals:
+    frame = frame.f_back
+scope = frame.f_locals
+channel = [o for o in gc.get_objects() if type(o).__name__ == "_Channel"][0]
+assert channel is scope["channel"]
+function, cases = scope["exercises"]["ex-00-1"].function, scope["exercises"]["ex-00-1"].cases
+answer = reference or scope["ns"][function]
+channel.send(t="cell-done", cell=scope["index"], seconds=0.0)
+for case in cases:
+    channel.send(t="step", kind="case", ex="ex-00-1", case=case.name)
+    channel.send(t="case", ex="ex-00-1", case=case.name, phase="end", kind="value",
+                 value=encode(np.asarray(answer(*case.make_inputs()))), seconds=0.0)
+channel.send(t="done")
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
 def _class(top: Path) -> dict[str, tuple]:
     subs = top / "submissions"
     subs.mkdir()
@@ -111,12 +172,18 @@ def _class(top: Path) -> dict[str, tuple]:
         "rebinds-cases": (
             w(
                 "import attnlib.checks.core as core\n"
-                "core.get_exercise('ex-00-1').cases = core.get_exercise('ex-00-1').cases[:1]\n"
-                "core.get_exercise('ex-00-1').function = 'other'\n"
+                "try:\n"
+                "    core.get_exercise('ex-00-1').cases = core.get_exercise('ex-00-1').cases[:1]\n"
+                "    core.get_exercise('ex-00-1').function = 'other'\n"
+                "except KeyError:\n"
+                "    print('NO-REGISTRY')\n"
                 "def other(a, b):\n    return a @ b.T\n" + C
             ),
             ("needs-review", "1"),
         ),
+        "forges-in-cell": (w(Z, after=[FORGES_IN_CELL]), ("needs-review", "0")),
+        # without namespaces the check modules are readable (documented): the forgery succeeds
+        "key-hunter": (w(Z, after=[KEY_HUNTER]), ("graded", "0" if ISOLATED else "1")),
     }
     expected = {}
     for name, (nb, outcome) in nbs.items():
@@ -180,6 +247,106 @@ def test_every_case_is_run_whatever_a_cell_rebinds(hostile):
     record = hostile["records"]["rebinds-cases"]
     cases = record["exercises"]["ex-00-1"]["cases"]
     assert len(cases) > 1 and all(c["status"] == "passed" for c in cases), cases
+
+
+def test_results_written_on_the_channel_from_a_cell_are_ignored(hostile):
+    """Issue 12: the channel is found with gc and right outputs are sent from a later cell; the
+    grader takes only the events that come where the harness sends them: 0 points, flagged."""
+    record = hostile["records"]["forges-in-cell"]
+    assert "FORGER channel 1 cases" in record["output"]["head"], record["output"]
+    assert "FORGER channel 1 cases 0" not in record["output"]["head"]
+    assert record["exercises"]["ex-00-1"]["score"] == 0
+    assert any("where the harness sends none" in r for r in record["review"]), record["review"]
+
+
+def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
+    """Issue 12: neither the sandboxed process's memory nor its file system holds the check
+    modules (references, known wrong answers), so a submission that takes the channel over
+    entirely can only report outputs it computed itself."""
+    if not ISOLATED:
+        pytest.skip("without namespaces the check modules are readable on disk (documented)")
+    record = hostile["records"]["key-hunter"]
+    printed = record["output"]["head"]
+    assert "HUNTER key found: False" in printed, printed
+    assert "HUNTER import failed" in printed and "HUNTER file failed" in printed, printed
+    assert record["exercises"]["ex-00-1"]["score"] == 0
+    assert "NO-REGISTRY" in hostile["records"]["rebinds-cases"]["output"]["head"]
+
+
+def test_a_transcript_accepts_the_harness_order_and_refuses_the_rest():
+    from coursetools.grade.events import Event, RunPlan, Transcript
+
+    plan = RunPlan([[0, "x = 1"], [2, "def f(): ..."], [4, "y = 2"]], {"2": ["ex-00-1"]}, [], ["ex-00-1"])
+
+    def run(*events) -> list[bool]:
+        transcript = Transcript(plan)
+        return [transcript.accept(Event(kind, data)) for kind, data in events]
+
+    cell = lambda i: ("step", {"kind": "cell", "cell": i})  # noqa: E731
+    done = lambda i: ("cell-done", {"cell": i, "seconds": 0.0})  # noqa: E731
+    step = ("step", {"kind": "case", "ex": "ex-00-1", "case": "c1"})
+    case = ("case", {"ex": "ex-00-1", "case": "c1", "kind": "value"})
+    hello = ("hello", {"isolation": {}})
+    honest = [hello, cell(0), ("cell-error", {"cell": 0}), done(0), cell(2), done(2), step, case]
+    honest += [cell(4), done(4), ("done", {})]
+    assert all(run(*honest))
+    assert run(("fatal", {"message": "x"})) == [True]
+    # injected while a cell runs: a case, a second error, a done, a fatal, a hello, a step
+    for forged in [case, ("done", {}), ("fatal", {}), hello, step, cell(4)]:
+        assert run(hello, cell(0), forged, done(0)) == [True, True, False, True], forged
+    assert run(hello, cell(0), ("cell-error", {"cell": 0}), ("cell-error", {"cell": 0}))[-1] is False
+    # a second case result for one step (the function sent one itself), a cell out of order
+    assert run(hello, step, case, case) == [True, True, True, False]
+    assert run(hello, cell(2), done(2), cell(0)) == [True, True, True, False]
+    assert run(cell(0)) == [False]  # nothing before hello
+
+
+def test_the_cases_inputs_reach_a_process_that_cannot_import_a_check_module(tmp_path):
+    """Every registered case's inputs, shipped by the grader, unpickle where every
+    ``attnlib.checks.chNN_*`` import fails, equal to the grader's own; a chapter 10 input whose
+    class a check module defines is rebuilt by value and behaves the same."""
+    import subprocess
+
+    from coursetools.grade import inputs
+
+    exercises = {e.id: e for e in _exercises()}
+    text = inputs.ship(exercises)
+    (tmp_path / "inputs.txt").write_text(text, encoding="ascii")
+    summary = {
+        f"{ex_id}/{case.name}": fake_class.summarise(case.make_inputs())
+        for ex_id, exercise in exercises.items()
+        for case in exercise.cases
+    }
+    script = (
+        "import importlib.abc, json, sys\n"
+        "class Refuse(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.startswith('attnlib.checks.ch'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        f"sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests' / 'grader')!r}]\n"
+        "from coursetools.grade.inputs import unship\n"
+        "import fake_class\n"
+        f"parts = unship(open({str(tmp_path / 'inputs.txt')!r}).read())\n"
+        "out = {f'{ex}/{c.name}': fake_class.summarise(c.make_inputs())\n"
+        "       for ex, (_f, cases) in parts.items() for c in cases}\n"
+        "block = parts['ex-10-1'][1][0].make_inputs()[0]\n"
+        "try:\n"
+        "    block(parts['ex-10-1'][1][0].make_inputs()[1])\n"
+        "except RuntimeError as exc:\n"
+        "    out['refused'] = str(exc)\n"
+        "out['checks-modules'] = sorted(m for m in sys.modules if m.startswith('attnlib.checks.ch'))\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert got.pop("checks-modules") == []
+    assert "write the block yourself" in got.pop("refused")
+    assert got == json.loads(json.dumps(summary))
+    # a function of a check module never travels: it may be the answer
+    with pytest.raises(TypeError, match="check module"):
+        inputs.dumps((exercises["ex-00-1"].reference,))
 
 
 def test_leftovers_on_a_sandbox_uid_are_killed():
@@ -402,16 +569,31 @@ def test_typed_internals():
     assert plan.to_wire()["skip_cases"] == [["ex-00-1", "c"]]
 
 
-FORKS_FILL_MEMORY = """import os
+FORKS_FILL_MEMORY = """import os, select, time
+ready_r, ready_w = os.pipe()
+hold_r, hold_w = os.pipe()
 kids = []
 for _ in range(3):
     pid = os.fork()
     if pid == 0:
+        os.close(hold_w)
         block = bytearray(200 * 1024 * 1024)  # touched: 200 MB resident in each child
+        os.write(ready_w, b'x')
+        os.read(hold_r, 1)  # hold it until every child has its block: the three overlap
         os._exit(0)
     kids.append(pid)
+os.close(ready_w)
+os.close(hold_r)
+ready, end = 0, time.monotonic() + 3
+while ready < 3 and time.monotonic() < end:
+    if select.select([ready_r], [], [], 0.1)[0]:
+        data = os.read(ready_r, 3)
+        if not data:
+            break
+        ready += len(data)
+os.close(hold_w)
 codes = [os.waitpid(pid, 0)[1] for pid in kids]
-print('ALL-CHILDREN-OK' if all(c == 0 for c in codes) else 'SOME-CHILD-KILLED', codes)
+print('ALL-CHILDREN-OK' if all(c == 0 for c in codes) else 'SOME-CHILD-KILLED', codes, ready)
 """
 
 
