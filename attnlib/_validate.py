@@ -88,6 +88,29 @@ def broadcast_batch(fn: str, **shapes: Sequence[int]) -> Shape:
         raise ValueError(f"{fn}: leading (batch) dimensions do not broadcast: {listed}") from None
 
 
+def _check_query_key_rank(fn: str, q_shape: Shape, k_shape: Shape) -> None:
+    """query (..., L, E_q) and key (..., S, E_k) need two dimensions each (their E may differ)."""
+    if len(q_shape) < 2 or len(k_shape) < 2:
+        raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
+
+
+def _check_weight(fn: str, name: str, shape: Sequence[int], axes: str, expected: Shape, inputs: str) -> None:
+    """A weight matrix must have the shape `expected` (its `axes`, e.g. "(H, E)") that `inputs` fix."""
+    shape = as_shape(shape)
+    if shape != expected:
+        raise ValueError(f"{fn}: {name} must have shape {axes} = {expected} for {inputs}, got {shape}")
+
+
+def check_general(fn: str, q_shape: Sequence[int], k_shape: Sequence[int], w_shape: Sequence[int]) -> None:
+    """Check bilinear-score shapes: query (..., L, E_q), key (..., S, E_k), weight (E_q, E_k),
+    with batch dimensions that broadcast."""
+    q_shape, k_shape, w_shape = as_shape(q_shape), as_shape(k_shape), as_shape(w_shape)
+    _check_query_key_rank(fn, q_shape, k_shape)
+    expected = (q_shape[-1], k_shape[-1])
+    _check_weight(fn, "weight", w_shape, "(E_q, E_k)", expected, f"query {q_shape} and key {k_shape}")
+    broadcast_batch(fn, query=q_shape, key=k_shape)
+
+
 def check_additive(
     fn: str,
     q_shape: Sequence[int],
@@ -99,18 +122,13 @@ def check_additive(
     """Check additive-score shapes: query (..., L, E_q), key (..., S, E_k), w_query (H, E_q),
     w_key (H, E_k), v (H,), with batch dimensions that broadcast."""
     q_shape, k_shape, v_shape = as_shape(q_shape), as_shape(k_shape), as_shape(v_shape)
-    if len(q_shape) < 2 or len(k_shape) < 2:
-        raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
+    _check_query_key_rank(fn, q_shape, k_shape)
     if len(v_shape) != 1:
         raise ValueError(f"{fn}: v must have shape (H,), got {v_shape}")
     H = v_shape[0]
-    expected = {"w_query": (H, q_shape[-1]), "w_key": (H, k_shape[-1])}
-    for name, w_shape in (("w_query", wq_shape), ("w_key", wk_shape)):
-        if as_shape(w_shape) != expected[name]:
-            raise ValueError(
-                f"{fn}: {name} must have shape (H, E) = {expected[name]} for query {q_shape}, "
-                f"key {k_shape} and v {v_shape}, got {as_shape(w_shape)}"
-            )
+    inputs = f"query {q_shape}, key {k_shape} and v {v_shape}"
+    _check_weight(fn, "w_query", wq_shape, "(H, E)", (H, q_shape[-1]), inputs)
+    _check_weight(fn, "w_key", wk_shape, "(H, E)", (H, k_shape[-1]), inputs)
     broadcast_batch(fn, query=q_shape, key=k_shape)
 
 
@@ -178,6 +196,23 @@ def check_length(fn: str, name: str, value: object) -> int:
     return int(value)
 
 
+def lengths_list(fn: str, lengths: object, array_type: type, array_name: str) -> list:
+    """The (B,) lengths of `padding_mask` as a list, before their values are checked.
+
+    `lengths` is a 1-D array of the backend (`array_type`, a tensor or an ndarray,
+    called `array_name` in the message) or any sequence of numbers; a bare number or
+    a string is a TypeError, an array of another rank a ValueError.
+    """
+    if isinstance(lengths, array_type):
+        if len(lengths.shape) != 1:
+            raise ValueError(f"{fn}: lengths must be 1-D (B,), got shape {as_shape(lengths.shape)}")
+        return lengths.tolist()
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        got = type(lengths).__name__
+        raise TypeError(f"{fn}: lengths must be a 1-D {array_name} or a sequence of ints (B,), got {got}")
+    return list(lengths)
+
+
 def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) -> tuple[list[int], int]:
     """Validate per-sequence lengths; return `(lengths as ints, max_len)`.
 
@@ -200,6 +235,23 @@ def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) ->
     if too_long:
         raise ValueError(f"{fn}: lengths {too_long} exceed max_len={max_len}")
     return ints, max_len
+
+
+def check_causal(
+    fn: str, q_len: object, k_len: object, diagonal: object, integer_types: tuple[type, ...] = (int,)
+) -> tuple[int, int, int]:
+    """Check the arguments of `causal_mask`; return `(q_len, k_len, diagonal)` as ints.
+
+    Lengths are non-negative integers and `k_len` None means `q_len`; `diagonal` is
+    any instance of `integer_types` (NumPy's twin also takes NumPy integers). A
+    non-number is a TypeError, a number of another kind (2.5, True) a ValueError.
+    """
+    q_len = check_length(fn, "q_len", q_len)
+    k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
+    _check_number(fn, "diagonal", diagonal)
+    if isinstance(diagonal, bool) or not isinstance(diagonal, integer_types):
+        raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
+    return q_len, k_len, int(diagonal)
 
 
 def check_flag(fn: str, name: str, value: object) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlib._validate import _check_number, as_shape, broadcast_shapes, check_length, check_lengths
+from attnlib._validate import as_shape, broadcast_shapes, check_causal, check_lengths, lengths_list
 
 __all__ = [
     "as_additive_mask",
@@ -93,20 +93,12 @@ def padding_mask(lengths, max_len: int | None = None) -> torch.Tensor:
             [ True,  True,  True]])
     """
     fn = "padding_mask"
+    values = lengths_list(fn, lengths, torch.Tensor, "tensor")
     device = None
     if isinstance(lengths, torch.Tensor):
         device = lengths.device
-        if lengths.dim() != 1:
-            raise ValueError(f"{fn}: lengths must be 1-D (B,), got shape {as_shape(lengths.shape)}")
         if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
-            raise ValueError(f"{fn}: lengths must be integers, got dtype {lengths.dtype}: {lengths.tolist()}")
-        values = lengths.tolist()
-    elif isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
-        raise TypeError(
-            f"{fn}: lengths must be a 1-D tensor or a sequence of ints (B,), got {type(lengths).__name__}"
-        )
-    else:
-        values = list(lengths)
+            raise ValueError(f"{fn}: lengths must be integers, got dtype {lengths.dtype}: {values}")
     ints, max_len = check_lengths(fn, values, max_len)
     lens = torch.tensor(ints, dtype=torch.long, device=device)  # (B,)
     positions = torch.arange(max_len, device=device)  # (max_len,)
@@ -155,12 +147,7 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0, device=
     tensor([[ True,  True,  True, False],
             [ True,  True,  True,  True]])
     """
-    fn = "causal_mask"
-    q_len = check_length(fn, "q_len", q_len)
-    k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
-    _check_number(fn, "diagonal", diagonal)
-    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
-        raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
+    q_len, k_len, diagonal = check_causal("causal_mask", q_len, k_len, diagonal)
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)  # (L, S)
     return torch.tril(ones, diagonal=diagonal)
 

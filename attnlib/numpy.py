@@ -14,17 +14,16 @@ import numbers
 import numpy as np
 
 from attnlib._validate import (
-    _check_number,
-    as_shape,
-    broadcast_batch,
     check_additive,
     check_attention,
+    check_causal,
     check_dim,
     check_flag,
     check_floating,
-    check_length,
+    check_general,
     check_lengths,
     check_query_key,
+    lengths_list,
 )
 
 __all__ = [
@@ -325,15 +324,7 @@ def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np
     """
     fn = "general_scores"
     query, key, weight = _as_float(fn, query=query, key=key, weight=weight)
-    q_shape, k_shape, w_shape = as_shape(query.shape), as_shape(key.shape), as_shape(weight.shape)
-    if query.ndim < 2 or key.ndim < 2:
-        raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
-    if w_shape != (q_shape[-1], k_shape[-1]):
-        raise ValueError(
-            f"{fn}: weight must have shape (E_q, E_k) = {(q_shape[-1], k_shape[-1])} for "
-            f"query {q_shape} and key {k_shape}, got {w_shape}"
-        )
-    broadcast_batch(fn, query=q_shape, key=k_shape)
+    check_general(fn, query.shape, key.shape, weight.shape)
     out = (_upcast(query) @ _upcast(weight)) @ _t(_upcast(key))  # (..., L, E_k) @ (..., E_k, S)
     return out.astype(query.dtype)  # (..., L, S)
 
@@ -535,18 +526,8 @@ def padding_mask(lengths, max_len: int | None = None) -> np.ndarray:
     array([[ True, False],
            [ True,  True]])
     """
-    fn = "padding_mask"
-    if isinstance(lengths, np.ndarray):
-        if lengths.ndim != 1:
-            raise ValueError(f"{fn}: lengths must be 1-D (B,), got shape {as_shape(lengths.shape)}")
-        values = lengths.tolist()
-    elif isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
-        raise TypeError(
-            f"{fn}: lengths must be a 1-D array or a sequence of ints (B,), got {type(lengths).__name__}"
-        )
-    else:
-        values = list(lengths)
-    ints, max_len = check_lengths(fn, values, max_len)
+    values = lengths_list("padding_mask", lengths, np.ndarray, "array")
+    ints, max_len = check_lengths("padding_mask", values, max_len)
     lens = np.asarray(ints, dtype=np.int64).reshape(-1)  # (B,)
     return np.arange(max_len)[None, :] < lens[:, None]  # (B, max_len)
 
@@ -581,10 +562,5 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.n
     array([[ True, False],
            [ True,  True]])
     """
-    fn = "causal_mask"
-    q_len = check_length(fn, "q_len", q_len)
-    k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
-    _check_number(fn, "diagonal", diagonal)
-    if isinstance(diagonal, bool) or not isinstance(diagonal, (int, np.integer)):
-        raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
-    return np.tri(q_len, k_len, k=int(diagonal), dtype=bool)  # (L, S)
+    q_len, k_len, diagonal = check_causal("causal_mask", q_len, k_len, diagonal, (int, np.integer))
+    return np.tri(q_len, k_len, k=diagonal, dtype=bool)  # (L, S)

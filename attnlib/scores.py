@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from attnlib._validate import as_shape, broadcast_batch, check_additive, check_floating, check_query_key
+from attnlib._validate import check_additive, check_floating, check_general, check_query_key
 from attnlib.attention import check_scale
 from attnlib.functional import _upcast
 
@@ -138,15 +138,7 @@ def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor)
     """
     fn = "general_scores"
     _check_tensors(fn, query=query, key=key, weight=weight)
-    q_shape, k_shape, w_shape = as_shape(query.shape), as_shape(key.shape), as_shape(weight.shape)
-    if query.dim() < 2 or key.dim() < 2:
-        raise ValueError(f"{fn}: query {q_shape} and key {k_shape} need at least 2 dimensions")
-    if w_shape != (q_shape[-1], k_shape[-1]):
-        raise ValueError(
-            f"{fn}: weight must have shape (E_q, E_k) = {(q_shape[-1], k_shape[-1])} for "
-            f"query {q_shape} and key {k_shape}, got {w_shape}"
-        )
-    broadcast_batch(fn, query=q_shape, key=k_shape)
+    check_general(fn, query.shape, key.shape, weight.shape)
     projected = _upcast(query) @ _upcast(weight)  # (..., L, E_q) @ (E_q, E_k) -> (..., L, E_k)
     return (projected @ _upcast(key).transpose(-2, -1)).to(query.dtype)  # (..., L, S)
 
