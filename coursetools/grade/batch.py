@@ -18,6 +18,7 @@ import nbformat
 from attnlib.checks import get_exercise
 from coursetools import assign
 from coursetools.grade import report, sandbox
+from coursetools.grade.process import needed_paths
 from coursetools.grade.runner import ROOT, Settings, base_env, grade_submission
 from coursetools.grade.submission import Assignment, find_submissions, resolve_assignment
 from coursetools.grade.zygote import Zygote
@@ -259,5 +260,12 @@ def grade(
         pass
     final = [records[s] for s in order]
     if not quiet:
-        print(report.summary(final, ex_ids, settings.isolation, time.monotonic() - started), flush=True)
+        isolation = sandbox.describe(
+            settings.isolation,
+            settings.uid_base,
+            jobs,
+            groups[0].kind if groups else None,
+            needed_paths(settings.python),
+        )
+        print(report.summary(final, ex_ids, isolation, time.monotonic() - started), flush=True)
     return final

@@ -91,17 +91,7 @@ class Run:
             "scratch": str(self.scratch),
             "scratch_mb": settings.scratch_mb,
             "hide": [str(p) for p in settings.hide],
-            # The attnlib and coursetools packages, not the repository root: a root folder
-            # of mode 0700 (a fresh mktemp clone) is opened up with only these children visible.
-            "needed": sorted(
-                {
-                    sys.prefix,
-                    sys.base_prefix,
-                    str(Path(settings.python).resolve().parent),
-                    str(ROOT / "attnlib"),
-                    str(ROOT / "coursetools"),
-                }
-            ),
+            "needed": needed_paths(settings.python),
             "uid": uid,
             "memory_mb": settings.memory_mb,
             "nproc": settings.nproc,
@@ -328,6 +318,21 @@ class Run:
                     )
             if exited_at is None and poll() is not None:
                 exited_at = time.monotonic()
+
+
+def needed_paths(python: str) -> list[str]:
+    """The folders a submission's interpreter must read: the Python installation, the virtual
+    environment, and the attnlib and coursetools packages, not the repository root (a root
+    folder of mode 0700, a fresh mktemp clone, is opened up with only these children visible)."""
+    return sorted(
+        {
+            sys.prefix,
+            sys.base_prefix,
+            str(Path(python).resolve().parent),
+            str(ROOT / "attnlib"),
+            str(ROOT / "coursetools"),
+        }
+    )
 
 
 def base_env() -> dict[str, str]:

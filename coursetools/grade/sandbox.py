@@ -279,6 +279,32 @@ def probe() -> str:
     return "none"
 
 
+def describe(mode: str, uid_base: int | None, jobs: int, memory_groups: str | None, needed: list[str]) -> str:
+    """What the isolation of a run amounts to, in words, for the grader's summary line.
+
+    A grader that is not root still grades, with the isolation it can get: the
+    namespaces of ``unshare --user`` (``userns``) or none; it says what that lacks.
+    """
+    text = [mode]
+    if mode == "none":
+        text.append("no namespaces: submissions see the file system, the network and IPC as their user does")
+    root = os.geteuid() == 0
+    if root and uid_base is not None and (mode == "namespaces" or (mode == "none" and _traversable(needed))):
+        text.append(f"a uid per job slot ({uid_base}-{uid_base + jobs - 1})")
+    elif root:
+        text.append("submissions stay root: the interpreter is not readable by other users")
+    else:
+        text.append("the grader is not root: submissions run as its own user (no uid per submission)")
+        if mode not in ("namespaces", "userns"):
+            text.append("a process that leaves its process group outlives grading")
+    text.append(
+        f"memory limited per submission ({memory_groups})"
+        if memory_groups
+        else "memory limited per process only (RLIMIT_AS): no writable memory cgroup"
+    )
+    return "; ".join(text)
+
+
 def command(mode: str, argv: list[str]) -> list[str]:
     """The command line that starts ``argv`` isolated according to ``mode`` (see :func:`probe`)."""
     prefix: list[str] = []
@@ -392,7 +418,7 @@ def enter(settings: dict) -> dict:
         "readonly": False,
         "hidden": [],
         "opened": [],
-        "uid": os.getuid(),
+        "uid": _host_uid(),  # as the host sees it (in a user namespace, uid 0 is the grader's own uid)
         "limits": [],
         "errors": [],
     }
@@ -456,6 +482,20 @@ def enter(settings: dict) -> dict:
         except (OSError, AttributeError):
             pass
     return report
+
+
+def _host_uid() -> int:
+    """This process's uid as the host sees it: through ``/proc/self/uid_map`` in a user namespace."""
+    uid = os.getuid()
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as fh:
+            for line in fh:
+                inside, outside, count = (int(x) for x in line.split())
+                if inside <= uid < inside + count:
+                    return outside + uid - inside
+    except (OSError, ValueError):
+        pass
+    return uid
 
 
 def _real_root() -> bool:

@@ -228,12 +228,12 @@ def test_a_hostile_submission_cannot_write_its_own_score(tree, isolation):
     fake = json.dumps({"score": 100, "tests": []})
     hostile = (
         "import glob, json, os\n"
-        f"for path in ({str(tree / 'results' / 'results.json')!r}, '/autograder/results/results.json'):\n"
-        "    try:\n"
-        "        os.makedirs(os.path.dirname(path), exist_ok=True)\n"
-        f"        open(path, 'w').write({fake!r})\n"
-        "    except OSError:\n"
-        "        pass\n"
+        # the tree's own results file, never /autograder: a test writes only under its tmp folder
+        # (with isolation "none", a grader that stays root lets a submission write where root can)
+        "try:\n"
+        f"    open({str(tree / 'results' / 'results.json')!r}, 'w').write({fake!r})\n"
+        "except OSError:\n"
+        "    pass\n"
         f"leak = glob.glob({str(tree)!r} + '/**/solutions/**', recursive=True)\n"
         "import attnlib.checks.core as core\n"
         "core.judge_case = lambda ex, case, got: core.CaseResult(case.name, 'passed')\n" + fake_class.ZEROS
