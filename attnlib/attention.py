@@ -7,6 +7,7 @@ import numbers
 
 import torch
 
+from attnlib._doc import TORCH
 from attnlib._validate import as_shape, check_attention, check_flag, check_floating
 from attnlib.functional import _LOW_PRECISION, softmax
 from attnlib.masks import causal_mask, check_mask_tensor
@@ -23,6 +24,7 @@ def check_scale(fn: str, scale: object) -> float | None:
     return float(scale)
 
 
+@TORCH
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -39,10 +41,7 @@ def scaled_dot_product_attention(
 
     Parameters
     ----------
-    query : torch.Tensor
-        (..., L, E), floating.
-    key : torch.Tensor
-        (..., S, E), the dtype of ``query``.
+    {query_key}
     value : torch.Tensor
         (..., S, Ev), the dtype of ``query``. Leading dimensions of the three broadcast.
     attn_mask : torch.Tensor, optional

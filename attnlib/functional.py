@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from attnlib._doc import TORCH
 from attnlib._validate import as_shape, check_dim, check_mask
 from attnlib.masks import check_mask_tensor
 
@@ -57,6 +58,7 @@ def _nonzero(s: torch.Tensor) -> torch.Tensor:
     return s.masked_fill(s == 0, 1.0)
 
 
+@TORCH
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax of ``x`` along ``dim``.
 
@@ -77,10 +79,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     Raises
     ------
-    TypeError
-        ``x`` is not a floating tensor, or ``dim`` is not an int.
-    ValueError
-        ``dim`` is out of range.
+    {x_dim_errors}
 
     Examples
     --------
@@ -100,6 +99,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return out.to(x.dtype)
 
 
+@TORCH
 def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Log of ``softmax(x, dim)``, computed without forming the softmax.
 
@@ -119,10 +119,7 @@ def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     Raises
     ------
-    TypeError
-        ``x`` is not a floating tensor, or ``dim`` is not an int.
-    ValueError
-        ``dim`` is out of range.
+    {x_dim_errors}
 
     Examples
     --------

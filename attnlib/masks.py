@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from attnlib._doc import TORCH
 from attnlib._validate import as_shape, broadcast_shapes, check_causal, check_lengths, lengths_list
 
 __all__ = [
@@ -105,6 +106,7 @@ def padding_mask(lengths, max_len: int | None = None) -> torch.Tensor:
     return positions[None, :] < lens[:, None]  # (B, max_len)
 
 
+@TORCH
 def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0, device=None) -> torch.Tensor:
     """Causal mask: query i may attend to key j when ``j <= i + diagonal``.
 
@@ -132,10 +134,7 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0, device=
 
     Raises
     ------
-    TypeError
-        A length or ``diagonal`` that is not a number (e.g. a string).
-    ValueError
-        A negative or non-integer length or ``diagonal`` (e.g. 2.5).
+    {causal_errors}
 
     Examples
     --------
@@ -226,6 +225,7 @@ def as_additive_mask(mask: torch.Tensor | None, dtype: torch.dtype = torch.float
     return mask.to(dtype)
 
 
+@TORCH
 def expand_key_mask(
     key_mask: torch.Tensor, batch: tuple[int, ...], S: int, fn: str = "expand_key_mask"
 ) -> torch.Tensor:
@@ -236,12 +236,7 @@ def expand_key_mask(
     key_mask : torch.Tensor
         bool (B, S) or (S,), True for real tokens (keys that may be attended).
         ``B`` must be ``batch[0]`` or 1.
-    batch : tuple of int
-        The leading (batch) dimensions of the attention, e.g. ``(B, h)``.
-    S : int
-        Number of keys.
-    fn : str
-        Name of the caller, for the error messages.
+    {key_mask_target}
 
     Returns
     -------
@@ -277,6 +272,7 @@ def expand_key_mask(
     return key_mask.reshape(lead, *rest, 1, S)  # (B, 1, ..., 1, 1, S)
 
 
+@TORCH
 def merge_key_mask(
     attn_mask: torch.Tensor | None,
     key_mask: torch.Tensor | None,
@@ -293,12 +289,7 @@ def merge_key_mask(
         broadcastable to (\\*batch, L, S).
     key_mask : torch.Tensor or None
         bool (B, S) or (S,), True for real tokens; see :func:`expand_key_mask`.
-    batch : tuple of int
-        Leading dimensions of the attention, e.g. ``(B, h)``.
-    S : int
-        Number of keys.
-    fn : str
-        Name of the caller, for the error messages.
+    {key_mask_target}
 
     Returns
     -------

@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from attnlib._doc import NUMPY
 from attnlib._validate import (
     check_additive,
     check_attention,
@@ -78,6 +79,7 @@ def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.n
     return m, e, np.sum(e, axis=axis, keepdims=True)
 
 
+@NUMPY
 def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     """Softmax along ``dim``, the NumPy twin of :func:`attnlib.softmax`.
 
@@ -96,10 +98,7 @@ def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
 
     Raises
     ------
-    TypeError
-        ``x`` is not floating, or ``dim`` is not an int.
-    ValueError
-        ``dim`` is out of range.
+    {x_dim_errors}
 
     Examples
     --------
@@ -117,6 +116,7 @@ def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     return out.astype(x.dtype)
 
 
+@NUMPY
 def log_softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     """Log of ``softmax(x, dim)``, the NumPy twin of :func:`attnlib.log_softmax`.
 
@@ -135,10 +135,7 @@ def log_softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
 
     Raises
     ------
-    TypeError
-        ``x`` is not floating, or ``dim`` is not an int.
-    ValueError
-        ``dim`` is out of range.
+    {x_dim_errors}
 
     Examples
     --------
@@ -222,27 +219,22 @@ def _scale(fn: str, scale: object, E: int) -> float:
 
 
 @_quiet
+@NUMPY
 def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Dot-product scores ``q_i^T k_j``, the NumPy twin of :func:`attnlib.dot_scores`.
 
     Parameters
     ----------
-    query : array_like
-        (..., L, E), floating.
-    key : array_like
-        (..., S, E), the dtype of ``query``.
+    {query_key}
 
     Returns
     -------
-    numpy.ndarray
-        (..., L, S), dtype of ``query``.
+    {scores}
 
     Raises
     ------
-    TypeError
-        Non-floating inputs or different dtypes.
-    ValueError
-        Rank < 2, different E, or batch dimensions that do not broadcast.
+    {input_errors}
+    {shape_errors}
 
     Examples
     --------
@@ -255,29 +247,25 @@ def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 
 @_quiet
+@NUMPY
 def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = None) -> np.ndarray:
     """Scaled dot-product scores ``(q_i^T k_j) * scale``, the twin of :func:`attnlib.scaled_dot_scores`.
 
     Parameters
     ----------
-    query : array_like
-        (..., L, E), floating.
-    key : array_like
-        (..., S, E), the dtype of ``query``.
+    {query_key}
     scale : float, optional
         None means ``1/sqrt(E)`` (1 when E = 0).
 
     Returns
     -------
-    numpy.ndarray
-        (..., L, S), dtype of ``query``.
+    {scores}
 
     Raises
     ------
     TypeError
         Non-floating inputs, different dtypes, a non-number ``scale``.
-    ValueError
-        Rank < 2, different E, or batch dimensions that do not broadcast.
+    {shape_errors}
 
     Examples
     --------
@@ -293,27 +281,23 @@ def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = 
 
 
 @_quiet
+@NUMPY
 def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Bilinear scores ``q_i^T W k_j``, the NumPy twin of :func:`attnlib.general_scores`.
 
     Parameters
     ----------
-    query : array_like
-        (..., L, E_q), floating.
-    key : array_like
-        (..., S, E_k).
+    {query_key_e}
     weight : array_like
         (E_q, E_k). All three share one dtype.
 
     Returns
     -------
-    numpy.ndarray
-        (..., L, S), dtype of ``query``.
+    {scores}
 
     Raises
     ------
-    TypeError
-        Non-floating inputs or different dtypes.
+    {input_errors}
     ValueError
         Rank < 2, ``weight`` not (E_q, E_k), or batch dimensions that do not broadcast.
 
@@ -330,6 +314,7 @@ def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np
 
 
 @_quiet
+@NUMPY
 def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.ndarray:
     """Cosine similarities, the NumPy twin of :func:`attnlib.cosine_scores`.
 
@@ -337,10 +322,7 @@ def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.n
 
     Parameters
     ----------
-    query : array_like
-        (..., L, E), floating.
-    key : array_like
-        (..., S, E), the dtype of ``query``.
+    {query_key}
     eps : float
         Lower bound of the norms.
 
@@ -351,10 +333,8 @@ def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.n
 
     Raises
     ------
-    TypeError
-        Non-floating inputs or different dtypes.
-    ValueError
-        Rank < 2, different E, or batch dimensions that do not broadcast.
+    {input_errors}
+    {shape_errors}
 
     Examples
     --------
@@ -370,6 +350,7 @@ def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.n
 
 
 @_quiet
+@NUMPY
 def additive_scores(
     query: np.ndarray, key: np.ndarray, w_query: np.ndarray, w_key: np.ndarray, v: np.ndarray
 ) -> np.ndarray:
@@ -377,10 +358,7 @@ def additive_scores(
 
     Parameters
     ----------
-    query : array_like
-        (..., L, E_q), floating.
-    key : array_like
-        (..., S, E_k).
+    {query_key_e}
     w_query : array_like
         (H, E_q).
     w_key : array_like
@@ -390,13 +368,11 @@ def additive_scores(
 
     Returns
     -------
-    numpy.ndarray
-        (..., L, S), dtype of ``query``.
+    {scores}
 
     Raises
     ------
-    TypeError
-        Non-floating inputs or different dtypes.
+    {input_errors}
     ValueError
         Rank < 2, weights whose shapes do not fit, or batch dimensions that do not broadcast.
 
@@ -532,6 +508,7 @@ def padding_mask(lengths, max_len: int | None = None) -> np.ndarray:
     return np.arange(max_len)[None, :] < lens[:, None]  # (B, max_len)
 
 
+@NUMPY
 def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.ndarray:
     """Causal mask, the NumPy twin of :func:`attnlib.causal_mask`.
 
@@ -551,10 +528,7 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.n
 
     Raises
     ------
-    TypeError
-        A length or ``diagonal`` that is not a number (e.g. a string).
-    ValueError
-        A negative or non-integer length or ``diagonal`` (e.g. 2.5).
+    {causal_errors}
 
     Examples
     --------

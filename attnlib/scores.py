@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from attnlib._doc import TORCH
 from attnlib._validate import check_additive, check_floating, check_general, check_query_key
 from attnlib.attention import check_scale
 from attnlib.functional import _upcast
@@ -31,27 +32,22 @@ def _check_tensors(fn: str, **tensors: torch.Tensor) -> None:
     check_floating(fn, [(n, str(t.dtype), t.is_floating_point()) for n, t in tensors.items()])
 
 
+@TORCH
 def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Dot-product scores ``q_i^T k_j`` (Luong "dot").
 
     Parameters
     ----------
-    query : torch.Tensor
-        (..., L, E), floating.
-    key : torch.Tensor
-        (..., S, E), the dtype of ``query``.
+    {query_key}
 
     Returns
     -------
-    torch.Tensor
-        (..., L, S) scores, dtype of ``query``.
+    {scores}
 
     Raises
     ------
-    TypeError
-        Non-tensor or non-floating inputs, or different dtypes.
-    ValueError
-        Rank < 2, different E, or batch dimensions that do not broadcast.
+    {input_errors}
+    {shape_errors}
 
     Examples
     --------
@@ -64,6 +60,7 @@ def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return out.to(query.dtype)
 
 
+@TORCH
 def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | None = None) -> torch.Tensor:
     """Scaled dot-product scores ``(q_i^T k_j) * scale``, scale defaulting to ``1/sqrt(E)``.
 
@@ -72,24 +69,19 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
 
     Parameters
     ----------
-    query : torch.Tensor
-        (..., L, E), floating.
-    key : torch.Tensor
-        (..., S, E), the dtype of ``query``.
+    {query_key}
     scale : float, optional
         Multiplier of the dot products; None means ``1/sqrt(E)`` (1 when E = 0).
 
     Returns
     -------
-    torch.Tensor
-        (..., L, S) scores, dtype of ``query``.
+    {scores}
 
     Raises
     ------
     TypeError
         Non-tensor or non-floating inputs, different dtypes, a non-number ``scale``.
-    ValueError
-        Rank < 2, different E, or batch dimensions that do not broadcast.
+    {shape_errors}
 
     Examples
     --------
@@ -107,27 +99,23 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
     return out.to(query.dtype)
 
 
+@TORCH
 def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Bilinear (Luong "general") scores ``q_i^T W k_j``.
 
     Parameters
     ----------
-    query : torch.Tensor
-        (..., L, E_q), floating.
-    key : torch.Tensor
-        (..., S, E_k), the dtype of ``query``.
+    {query_key_e}
     weight : torch.Tensor
         (E_q, E_k), the dtype of ``query``.
 
     Returns
     -------
-    torch.Tensor
-        (..., L, S) scores, dtype of ``query``.
+    {scores}
 
     Raises
     ------
-    TypeError
-        Non-tensor or non-floating inputs, or different dtypes.
+    {input_errors}
     ValueError
         Rank < 2, ``weight`` not (E_q, E_k), or batch dimensions that do not broadcast.
 
@@ -143,6 +131,7 @@ def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor)
     return (projected @ _upcast(key).transpose(-2, -1)).to(query.dtype)  # (..., L, S)
 
 
+@TORCH
 def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Cosine similarity between every query and every key.
 
@@ -151,10 +140,7 @@ def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> 
 
     Parameters
     ----------
-    query : torch.Tensor
-        (..., L, E), floating.
-    key : torch.Tensor
-        (..., S, E), the dtype of ``query``.
+    {query_key}
     eps : float
         Lower bound of the norms.
 
@@ -165,10 +151,8 @@ def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> 
 
     Raises
     ------
-    TypeError
-        Non-tensor or non-floating inputs, or different dtypes.
-    ValueError
-        Rank < 2, different E, or batch dimensions that do not broadcast.
+    {input_errors}
+    {shape_errors}
 
     Examples
     --------
@@ -183,6 +167,7 @@ def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> 
     return (q @ k.transpose(-2, -1)).to(dtype)  # (..., L, S)
 
 
+@TORCH
 def additive_scores(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -194,10 +179,7 @@ def additive_scores(
 
     Parameters
     ----------
-    query : torch.Tensor
-        (..., L, E_q), floating.
-    key : torch.Tensor
-        (..., S, E_k).
+    {query_key_e}
     w_query : torch.Tensor
         (H, E_q), the layout of ``nn.Linear(E_q, H).weight``.
     w_key : torch.Tensor
@@ -207,13 +189,11 @@ def additive_scores(
 
     Returns
     -------
-    torch.Tensor
-        (..., L, S) scores, dtype of ``query``.
+    {scores}
 
     Raises
     ------
-    TypeError
-        Non-tensor or non-floating inputs, or different dtypes.
+    {input_errors}
     ValueError
         Rank < 2, weights whose shapes do not fit, or batch dimensions that do not broadcast.
 
