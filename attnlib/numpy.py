@@ -223,18 +223,7 @@ def _scale(fn: str, scale: object, E: int) -> float:
 def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Dot-product scores ``q_i^T k_j``, the NumPy twin of :func:`attnlib.dot_scores`.
 
-    Parameters
-    ----------
-    {query_key}
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    {input_errors}
-    {shape_errors}
+    {dot_scores}
 
     Examples
     --------
@@ -251,21 +240,7 @@ def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
 def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = None) -> np.ndarray:
     """Scaled dot-product scores ``(q_i^T k_j) * scale``, the twin of :func:`attnlib.scaled_dot_scores`.
 
-    Parameters
-    ----------
-    {query_key}
-    scale : float, optional
-        None means ``1/sqrt(E)`` (1 when E = 0).
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    TypeError
-        Non-floating inputs, different dtypes, a non-number ``scale``.
-    {shape_errors}
+    {scaled_dot_scores}
 
     Examples
     --------
@@ -285,21 +260,7 @@ def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = 
 def general_scores(query: np.ndarray, key: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Bilinear scores ``q_i^T W k_j``, the NumPy twin of :func:`attnlib.general_scores`.
 
-    Parameters
-    ----------
-    {query_key_e}
-    weight : array_like
-        (E_q, E_k). All three share one dtype.
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    {input_errors}
-    ValueError
-        Rank < 2, ``weight`` not (E_q, E_k), or batch dimensions that do not broadcast.
+    {general_scores}
 
     Examples
     --------
@@ -320,21 +281,7 @@ def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.n
 
     Norms are clamped at ``eps``, so a zero vector scores 0.
 
-    Parameters
-    ----------
-    {query_key}
-    eps : float
-        Lower bound of the norms.
-
-    Returns
-    -------
-    numpy.ndarray
-        (..., L, S) in [-1, 1], dtype of ``query``.
-
-    Raises
-    ------
-    {input_errors}
-    {shape_errors}
+    {cosine_scores}
 
     Examples
     --------
@@ -356,25 +303,7 @@ def additive_scores(
 ) -> np.ndarray:
     """Additive scores ``v^T tanh(W_q q_i + W_k k_j)``, the twin of :func:`attnlib.additive_scores`.
 
-    Parameters
-    ----------
-    {query_key_e}
-    w_query : array_like
-        (H, E_q).
-    w_key : array_like
-        (H, E_k).
-    v : array_like
-        (H,). All five share one dtype.
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    {input_errors}
-    ValueError
-        Rank < 2, weights whose shapes do not fit, or batch dimensions that do not broadcast.
+    {additive_scores}
 
     Examples
     --------

@@ -36,18 +36,7 @@ def _check_tensors(fn: str, **tensors: torch.Tensor) -> None:
 def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Dot-product scores ``q_i^T k_j`` (Luong "dot").
 
-    Parameters
-    ----------
-    {query_key}
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    {input_errors}
-    {shape_errors}
+    {dot_scores}
 
     Examples
     --------
@@ -67,21 +56,7 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
     The ``1/sqrt(E)`` keeps the score variance near 1 for unit-variance inputs,
     so the softmax does not saturate as E grows.
 
-    Parameters
-    ----------
-    {query_key}
-    scale : float, optional
-        Multiplier of the dot products; None means ``1/sqrt(E)`` (1 when E = 0).
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    TypeError
-        Non-tensor or non-floating inputs, different dtypes, a non-number ``scale``.
-    {shape_errors}
+    {scaled_dot_scores}
 
     Examples
     --------
@@ -103,21 +78,7 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
 def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Bilinear (Luong "general") scores ``q_i^T W k_j``.
 
-    Parameters
-    ----------
-    {query_key_e}
-    weight : torch.Tensor
-        (E_q, E_k), the dtype of ``query``.
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    {input_errors}
-    ValueError
-        Rank < 2, ``weight`` not (E_q, E_k), or batch dimensions that do not broadcast.
+    {general_scores}
 
     Examples
     --------
@@ -138,21 +99,7 @@ def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> 
     Each vector is divided by ``max(||v||, eps)``, as ``F.cosine_similarity``
     does, so a zero vector scores 0 instead of NaN.
 
-    Parameters
-    ----------
-    {query_key}
-    eps : float
-        Lower bound of the norms.
-
-    Returns
-    -------
-    torch.Tensor
-        (..., L, S) scores in [-1, 1], dtype of ``query``.
-
-    Raises
-    ------
-    {input_errors}
-    {shape_errors}
+    {cosine_scores}
 
     Examples
     --------
@@ -177,25 +124,7 @@ def additive_scores(
 ) -> torch.Tensor:
     """Additive (Bahdanau) scores ``v^T tanh(W_q q_i + W_k k_j)``.
 
-    Parameters
-    ----------
-    {query_key_e}
-    w_query : torch.Tensor
-        (H, E_q), the layout of ``nn.Linear(E_q, H).weight``.
-    w_key : torch.Tensor
-        (H, E_k).
-    v : torch.Tensor
-        (H,). All five share one floating dtype.
-
-    Returns
-    -------
-    {scores}
-
-    Raises
-    ------
-    {input_errors}
-    ValueError
-        Rank < 2, weights whose shapes do not fit, or batch dimensions that do not broadcast.
+    {additive_scores}
 
     Examples
     --------
