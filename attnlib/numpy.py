@@ -51,6 +51,13 @@ def _as_float(fn: str, **arrays) -> list[np.ndarray]:
     return list(out.values())
 
 
+def _query_key(fn: str, query, key) -> list[np.ndarray]:
+    """query (..., L, E) and key (..., S, E) as floating arrays of one dtype, batch dimensions broadcast."""
+    query, key = _as_float(fn, query=query, key=key)
+    check_query_key(fn, query.shape, key.shape)
+    return [query, key]
+
+
 def _quiet(fn):
     """Run ``fn`` without NumPy's floating point warnings: NaN/inf inputs give NaN quietly, as in torch."""
 
@@ -230,8 +237,7 @@ def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     >>> dot_scores(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0], [1.0, 0.0]]))
     array([[11.,  1.]])
     """
-    query, key = _as_float("dot_scores", query=query, key=key)
-    check_query_key("dot_scores", query.shape, key.shape)
+    query, key = _query_key("dot_scores", query, key)
     return (_upcast(query) @ _t(_upcast(key))).astype(query.dtype)  # (..., L, S)
 
 
@@ -248,8 +254,7 @@ def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = 
     array([[2.]])
     """
     fn = "scaled_dot_scores"
-    query, key = _as_float(fn, query=query, key=key)
-    check_query_key(fn, query.shape, key.shape)
+    query, key = _query_key(fn, query, key)
     scale = _scale(fn, scale, query.shape[-1])
     q = _upcast(query)
     return ((q @ _t(_upcast(key))) * q.dtype.type(scale)).astype(query.dtype)  # (..., L, S)
@@ -288,8 +293,7 @@ def cosine_scores(query: np.ndarray, key: np.ndarray, eps: float = 1e-8) -> np.n
     >>> cosine_scores(np.array([[1.0, 0.0]]), np.array([[2.0, 0.0], [0.0, 0.0]]))
     array([[1., 0.]])
     """
-    query, key = _as_float("cosine_scores", query=query, key=key)
-    check_query_key("cosine_scores", query.shape, key.shape)
+    query, key = _query_key("cosine_scores", query, key)
     dtype, query, key = query.dtype, _upcast(query), _upcast(key)
     q = query / np.maximum(np.linalg.norm(query, axis=-1, keepdims=True), eps)  # (..., L, E)
     k = key / np.maximum(np.linalg.norm(key, axis=-1, keepdims=True), eps)  # (..., S, E)

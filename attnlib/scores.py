@@ -32,6 +32,12 @@ def _check_tensors(fn: str, **tensors: torch.Tensor) -> None:
     check_floating(fn, [(n, str(t.dtype), t.is_floating_point()) for n, t in tensors.items()])
 
 
+def _check_query_key(fn: str, query: torch.Tensor, key: torch.Tensor) -> None:
+    """query (..., L, E) and key (..., S, E): floating tensors of one dtype, batch dimensions broadcasting."""
+    _check_tensors(fn, query=query, key=key)
+    check_query_key(fn, query.shape, key.shape)
+
+
 @TORCH
 def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Dot-product scores ``q_i^T k_j`` (Luong "dot").
@@ -43,8 +49,7 @@ def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     >>> dot_scores(torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 4.0], [1.0, 0.0]]))
     tensor([[11.,  1.]])
     """
-    _check_tensors("dot_scores", query=query, key=key)
-    check_query_key("dot_scores", query.shape, key.shape)
+    _check_query_key("dot_scores", query, key)
     out = _upcast(query) @ _upcast(key).transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
     return out.to(query.dtype)
 
@@ -64,8 +69,7 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
     tensor([[2.]])
     """
     fn = "scaled_dot_scores"
-    _check_tensors(fn, query=query, key=key)
-    check_query_key(fn, query.shape, key.shape)
+    _check_query_key(fn, query, key)
     scale = check_scale(fn, scale)
     E = query.shape[-1]
     if scale is None:
@@ -106,8 +110,7 @@ def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> 
     >>> cosine_scores(torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 0.0], [0.0, 3.0], [0.0, 0.0]]))
     tensor([[1., 0., 0.]])
     """
-    _check_tensors("cosine_scores", query=query, key=key)
-    check_query_key("cosine_scores", query.shape, key.shape)
+    _check_query_key("cosine_scores", query, key)
     query, key, dtype = _upcast(query), _upcast(key), query.dtype
     q = query / query.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., L, E)
     k = key / key.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., S, E)
