@@ -34,6 +34,17 @@ def _check_float(fn: str, name: str, x: object) -> None:
         raise TypeError(f"{fn}: {name} must be a floating point tensor, got dtype {x.dtype}")
 
 
+def _check_x_dim(fn: str, x: object, dim: object) -> int:
+    """``x`` must be a floating tensor and ``dim`` one of its dimensions; return ``dim`` >= 0."""
+    _check_float(fn, "x", x)
+    return check_dim(fn, dim, x.dim())
+
+
+def _empty_along(x: torch.Tensor, dim: int) -> bool:
+    """True when the slices along ``dim`` hold no entries (a 0-d tensor is one entry)."""
+    return x.dim() > 0 and x.shape[dim] == 0
+
+
 def _upcast(x: torch.Tensor) -> torch.Tensor:
     """Half and bfloat16 are computed in float32; other floats as they are."""
     return x.float() if x.dtype in _LOW_PRECISION else x
@@ -88,12 +99,10 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     >>> softmax(torch.tensor([float("-inf"), float("-inf")]))  # fully masked: zeros
     tensor([0., 0.])
     """
-    _check_float("softmax", "x", x)
-    dim = check_dim("softmax", dim, x.dim())
-    if x.dim() > 0 and x.shape[dim] == 0:
+    dim = _check_x_dim("softmax", x, dim)
+    if _empty_along(x, dim):
         return x.clone()
-    xf = _upcast(x)
-    _, e, s = _shifted_exp(xf, dim)
+    _, e, s = _shifted_exp(_upcast(x), dim)
     # an all -inf slice has s == 0 and e == 0; dividing by 1 keeps it at zero
     out = e / _nonzero(s)
     return out.to(x.dtype)
@@ -126,9 +135,8 @@ def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     >>> log_softmax(torch.tensor([0.0, 0.0]))
     tensor([-0.6931, -0.6931])
     """
-    _check_float("log_softmax", "x", x)
-    dim = check_dim("log_softmax", dim, x.dim())
-    if x.dim() > 0 and x.shape[dim] == 0:
+    dim = _check_x_dim("log_softmax", x, dim)
+    if _empty_along(x, dim):
         return x.clone()
     xf = _upcast(x)
     m, _, s = _shifted_exp(xf, dim)
@@ -170,12 +178,11 @@ def logsumexp(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Te
     tensor(nan)
     """
     fn = "logsumexp"
-    _check_float(fn, "x", x)
-    dim = check_dim(fn, dim, x.dim())
+    dim = _check_x_dim(fn, x, dim)
     if not isinstance(keepdim, bool):
         raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
     xf = _upcast(x)
-    if x.dim() > 0 and x.shape[dim] == 0:
+    if _empty_along(x, dim):
         shape = list(x.shape)
         shape[dim] = 1
         out = torch.full(shape, float("-inf"), dtype=xf.dtype, device=x.device)

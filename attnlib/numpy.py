@@ -73,6 +73,22 @@ def _upcast(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if x.dtype in _LOW_PRECISION else x
 
 
+def _x_dim(fn: str, x: object, dim: object) -> tuple[np.ndarray, int]:
+    """``x`` as a floating array and ``dim`` as one of its axes (>= 0)."""
+    (x,) = _as_float(fn, x=x)
+    return x, check_dim(fn, dim, x.ndim)
+
+
+def _empty_along(x: np.ndarray, dim: int) -> bool:
+    """True when the slices along ``dim`` hold no entries (a 0-d array is one entry)."""
+    return x.ndim > 0 and x.shape[dim] == 0
+
+
+def _nonzero(s: np.ndarray) -> np.ndarray:
+    """``s`` with zeros replaced by 1 (NaN stays NaN, so it propagates)."""
+    return np.where(s == 0, 1.0, s).astype(s.dtype)
+
+
 def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(max, exp(x - max), sum)`` along a non-empty ``axis``, keeping it.
 
@@ -112,14 +128,13 @@ def softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     >>> softmax(np.array([0.0, 0.0, -np.inf]))
     array([0.5, 0.5, 0. ])
     """
-    (x,) = _as_float("softmax", x=x)
-    dim = check_dim("softmax", dim, x.ndim)
-    if x.ndim > 0 and x.shape[dim] == 0:
+    x, dim = _x_dim("softmax", x, dim)
+    if _empty_along(x, dim):
         return x.copy()
-    xf = _upcast(x)
-    _, e, s = _shifted_exp(xf, dim)
+    _, e, s = _shifted_exp(_upcast(x), dim)
     with np.errstate(invalid="ignore"):
-        out = e / np.where(s == 0, 1.0, s).astype(xf.dtype)
+        # an all -inf slice has s == 0 and e == 0; dividing by 1 keeps it at zero
+        out = e / _nonzero(s)
     return out.astype(x.dtype)
 
 
@@ -149,14 +164,13 @@ def log_softmax(x: np.ndarray, dim: int = -1) -> np.ndarray:
     >>> log_softmax(np.array([0.0, 0.0]))
     array([-0.69314718, -0.69314718])
     """
-    (x,) = _as_float("log_softmax", x=x)
-    dim = check_dim("log_softmax", dim, x.ndim)
-    if x.ndim > 0 and x.shape[dim] == 0:
+    x, dim = _x_dim("log_softmax", x, dim)
+    if _empty_along(x, dim):
         return x.copy()
     xf = _upcast(x)
     m, _, s = _shifted_exp(xf, dim)
     with np.errstate(invalid="ignore"):
-        out = xf - m - np.log(np.where(s == 0, 1.0, s).astype(xf.dtype))
+        out = xf - m - np.log(_nonzero(s))
     return out.astype(x.dtype)
 
 
@@ -191,12 +205,11 @@ def logsumexp(x: np.ndarray, dim: int = -1, keepdim: bool = False) -> np.ndarray
     1000.6931471805599
     """
     fn = "logsumexp"
-    (x,) = _as_float(fn, x=x)
-    dim = check_dim(fn, dim, x.ndim)
+    x, dim = _x_dim(fn, x, dim)
     if not isinstance(keepdim, bool):
         raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
     xf = _upcast(x)
-    if x.ndim > 0 and x.shape[dim] == 0:
+    if _empty_along(x, dim):
         shape = list(x.shape)
         shape[dim] = 1
         out = np.full(shape, -np.inf, dtype=xf.dtype)
@@ -205,7 +218,7 @@ def logsumexp(x: np.ndarray, dim: int = -1, keepdim: bool = False) -> np.ndarray
         m = np.where(np.isinf(m), 0.0, m).astype(xf.dtype)  # torch's shift: +inf stays +inf
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             s = np.sum(np.exp(xf - m), axis=dim, keepdims=True)
-            out = np.where(s == 0, -np.inf, m + np.log(np.where(s == 0, 1.0, s))).astype(xf.dtype)
+            out = np.where(s == 0, -np.inf, m + np.log(_nonzero(s))).astype(xf.dtype)
     if not keepdim and x.ndim > 0:
         out = np.squeeze(out, axis=dim)
     return out.astype(x.dtype)
