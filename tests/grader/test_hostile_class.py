@@ -273,6 +273,18 @@ def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
     assert "NO-REGISTRY" in hostile["records"]["rebinds-cases"]["output"]["head"]
 
 
+def test_the_guide_names_every_module_outside_the_check_modules_that_holds_a_reference():
+    """The sandbox hides attnlib/checks; a reference defined anywhere else is reachable from a
+    submission, and the instructor guide's isolation section must say where."""
+    guide = (ROOT / "book" / "instructor-guide.md").read_text(encoding="utf-8")
+    reachable = {
+        exercise.reference.__module__
+        for exercise in _exercises()
+        if not exercise.reference.__module__.startswith("attnlib.checks.")
+    }
+    assert [m for m in sorted(reachable) if f"`{m}`" not in guide] == []
+
+
 def test_a_transcript_accepts_the_harness_order_and_refuses_the_rest():
     from coursetools.grade.events import Event, RunPlan, Transcript
 
