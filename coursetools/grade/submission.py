@@ -20,6 +20,27 @@ MAX_NOTEBOOK_BYTES = 64 << 20
 # names) and, by the syntax tree, any use of the checker's modules however it is spelt
 SUSPICIOUS = re.compile(r"attnlib\.checks|get_exercise|all_exercises|_REGISTRY|solutions/|\.reference\b")
 CHECKER_MODULES = ("attnlib.checks", "coursetools", "attnlib.grade", "attnlib.assign")
+# what reaches into the grader's harness from any cell (issue 12): its modules, the objects
+# of the process (gc) and the frames of the harness; an attention notebook needs none of it
+HARNESS_INTERNALS = (
+    "coursetools",
+    "attnlib.grade",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "sys._getframe",
+    "sys._current_frames",
+    "inspect.currentframe",
+    "inspect.stack",
+    "inspect.getouterframes",
+    "inspect.trace",
+    ".f_back",
+    ".f_locals",
+    ".f_globals",
+    ".tb_frame",
+    ".gi_frame",
+    ".cr_frame",
+)
 
 
 @dataclass
@@ -317,6 +338,13 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             forbidden[ex_id] = found
     if assignment.points and located == 0:
         review.append("none of the assignment's answer cells is in this notebook: is it the right one?")
+    for index, source in cells:
+        found = _reaches_harness(source)
+        if found:
+            review.append(
+                f"cell {index} reaches into the grader's process ({', '.join(found)}): "
+                "it may have written to the grader's channel"
+            )
     plan = {"cells": cells, "evaluate_after": evaluate_after, "evaluate_at_end": at_end}
     if forbidden:
         plan["forbidden"] = forbidden  # read by the grader only (runner), never trusted from the sandbox
@@ -336,6 +364,12 @@ def _uses_in_notebook(cells: list, answer_index: int, names) -> list[str]:
         return list(find_forbidden_in_cells(sources, len(sources) - 1, names))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
+
+
+@functools.lru_cache(maxsize=4096)
+def _reaches_harness(source: str) -> tuple[str, ...]:
+    """The entries of :data:`HARNESS_INTERNALS` a cell uses (cached: most cells are the handed-out ones)."""
+    return tuple(_uses(source, HARNESS_INTERNALS))
 
 
 def _uses(source: str, names) -> list[str]:

@@ -183,7 +183,7 @@ def _class(top: Path) -> dict[str, tuple]:
         ),
         "forges-in-cell": (w(Z, after=[FORGES_IN_CELL]), ("needs-review", "0")),
         # without namespaces the check modules are readable (documented): the forgery succeeds
-        "key-hunter": (w(Z, after=[KEY_HUNTER]), ("graded", "0" if ISOLATED else "1")),
+        "key-hunter": (w(Z, after=[KEY_HUNTER]), ("needs-review", "0" if ISOLATED else "1")),
     }
     expected = {}
     for name, (nb, outcome) in nbs.items():
@@ -271,6 +271,16 @@ def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
     assert "HUNTER import failed" in printed and "HUNTER file failed" in printed, printed
     assert record["exercises"]["ex-00-1"]["score"] == 0
     assert "NO-REGISTRY" in hostile["records"]["rebinds-cases"]["output"]["head"]
+
+
+def test_a_cell_that_reaches_into_the_harness_is_flagged(hostile):
+    """The takeover is not told apart from the harness on the channel, but its cell's syntax
+    tree shows what it used (gc, the harness's frames, coursetools): needs-review."""
+    review = " ".join(hostile["records"]["key-hunter"]["review"])
+    assert "reaches into the grader's process" in review, review
+    for name in ("gc.get_objects", "sys._getframe", ".f_back", ".f_locals", "coursetools"):
+        assert name in review, (name, review)
+    assert not any("reaches into" in r for r in hostile["records"]["a b"]["review"])
 
 
 def test_the_guide_names_every_module_outside_the_check_modules_that_holds_a_reference():
