@@ -2,7 +2,9 @@
 
 Same names, shapes, fully-masked-row policy (zero weights, zero output) and
 errors as the PyTorch versions; the checks themselves live in
-`attnlib._validate` and are shared.
+`attnlib._validate` and are shared. So are the docstrings' parameter, return
+and error sections: a line such as ``{dot_scores}`` in a docstring below is
+filled in from `attnlib._doc` (``help(dot_scores)`` shows the full text).
 """
 
 from __future__ import annotations
