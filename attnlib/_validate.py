@@ -264,6 +264,19 @@ def check_flag(fn: str, name: str, value: object) -> bool:
     raise TypeError(f"{fn}: {name} must be a bool, got {type(value).__name__} {value!r}")
 
 
+def check_keepdim(fn: str, keepdim: object) -> None:
+    """``keepdim`` of a reduction must be a Python bool (TypeError otherwise)."""
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
+
+
+def kept_shape(shape: Sequence[int], dim: int) -> list[int]:
+    """The shape of a reduction along ``dim`` that keeps it: ``shape`` with size 1 there."""
+    shape = list(shape)
+    shape[dim] = 1
+    return shape
+
+
 def check_positive_int(fn: str, name: str, value: object) -> int:
     """A count such as `num_heads` must be an integer >= 1 (bool is not one).
 

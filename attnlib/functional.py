@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._validate import as_shape, check_dim, check_mask
+from attnlib._validate import as_shape, check_dim, check_keepdim, check_mask, kept_shape
 from attnlib.masks import check_mask_tensor
 
 __all__ = ["log_softmax", "logsumexp", "masked_softmax", "softmax"]
@@ -179,13 +179,10 @@ def logsumexp(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Te
     """
     fn = "logsumexp"
     dim = _check_x_dim(fn, x, dim)
-    if not isinstance(keepdim, bool):
-        raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
+    check_keepdim(fn, keepdim)
     xf = _upcast(x)
-    if _empty_along(x, dim):
-        shape = list(x.shape)
-        shape[dim] = 1
-        out = torch.full(shape, float("-inf"), dtype=xf.dtype, device=x.device)
+    if _empty_along(x, dim):  # the log of an empty sum
+        out = torch.full(kept_shape(x.shape, dim), float("-inf"), dtype=xf.dtype, device=x.device)
     else:
         m = xf.detach().amax(dim=dim, keepdim=True)
         # torch's choice: any infinite maximum is shifted by 0, so +inf stays +inf

@@ -24,8 +24,10 @@ from attnlib._validate import (
     check_flag,
     check_floating,
     check_general,
+    check_keepdim,
     check_lengths,
     check_query_key,
+    kept_shape,
     lengths_list,
 )
 
@@ -208,13 +210,10 @@ def logsumexp(x: np.ndarray, dim: int = -1, keepdim: bool = False) -> np.ndarray
     """
     fn = "logsumexp"
     x, dim = _x_dim(fn, x, dim)
-    if not isinstance(keepdim, bool):
-        raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
+    check_keepdim(fn, keepdim)
     xf = _upcast(x)
-    if _empty_along(x, dim):
-        shape = list(x.shape)
-        shape[dim] = 1
-        out = np.full(shape, -np.inf, dtype=xf.dtype)
+    if _empty_along(x, dim):  # the log of an empty sum
+        out = np.full(kept_shape(x.shape, dim), -np.inf, dtype=xf.dtype)
     else:
         m = np.max(xf, axis=dim, keepdims=True)
         m = np.where(np.isinf(m), 0.0, m).astype(xf.dtype)  # torch's shift: +inf stays +inf
