@@ -199,9 +199,12 @@ def run(plan: dict) -> None:
     not_attempted = core.NotAttempted
     # a snapshot, taken before learner code runs: the function's name and the cases
     # (a helper cell that rebinds anything cannot change what is run)
-    exercises = {
-        ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in unship(plan.pop("inputs")).items()
-    }
+    try:
+        shipped = unship(plan.pop("inputs"))
+    except Exception as exc:  # noqa: BLE001 - e.g. a grader and a sandbox of different Pythons
+        channel.send(t="fatal", message=f"the cases' inputs could not be read: {type(exc).__name__}: {exc}")
+        os._exit(3)
+    exercises = {ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in shipped.items()}
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
     checks_pkg.check = core.check
     channel.send(t="hello", isolation=isolation, pid=os.getpid())
