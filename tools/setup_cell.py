@@ -16,8 +16,21 @@ Usage (from the repository root)::
     .venv/bin/python tools/setup_cell.py --check    # exit 1 if a notebook lacks the current cell
     .venv/bin/python -m attnlib.assign              # then regenerate exercises/ from solutions/
 
-The cell's text depends only on ``repository.url`` in ``_config.yml``; running
-the tool twice changes nothing the second time.
+The cell names the course's repository, found as the website finds it
+(book/_ext/course_repository.py): ``COURSE_REPOSITORY``, else the checkout's git
+remote ``origin`` when it is on GitHub; ``COURSE_BRANCH`` or ``repository.branch``
+of ``_config.yml`` gives the branch. A notebook opened in Colab from the site's
+launch button then installs attnlib from that same repository and branch. With no
+repository known, the cell installs nothing from the network: where attnlib is
+missing it stops with a message that says how to install it. Publishing the
+course at a new address is therefore::
+
+    export COURSE_REPOSITORY=https://github.com/<org>/<repo>
+    .venv/bin/python tools/setup_cell.py && .venv/bin/python -m attnlib.assign
+
+The cell does not change what a notebook prints where attnlib is installed
+(nothing), so solutions need no re-execution. Running the tool twice changes
+nothing the second time.
 """
 
 from __future__ import annotations
@@ -30,12 +43,17 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from course_repository import CourseRepository, find_repository  # noqa: E402 (the site's own rule)
+
+sys.path.pop(0)
 FOLDERS = ("book", "solutions")
 CELL_ID = "attnlib-setup"
 TAGS = ["setup", "nbval-ignore-output", "remove-cell"]
 
-TEMPLATE = """\
-# Course setup: install attnlib when it is missing (Colab, a JupyterHub); elsewhere this does nothing.
+HEADER = """\
+# Course setup: installs attnlib where it is missing (Colab, a JupyterHub);
+# elsewhere (a checkout of the course, Binder) it does nothing.
 import importlib
 import importlib.util
 import subprocess
@@ -43,22 +61,43 @@ import sys
 from pathlib import Path
 
 if importlib.util.find_spec("attnlib") is None:
-    _repo = Path.cwd().parent
-    _source = str(_repo) if (_repo / "attnlib" / "__init__.py").is_file() else "git+{url}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", _source], check=True)
+    _checkout = Path.cwd().parent  # a notebook of book/, solutions/, exercises/
+"""
+# The repository is known: a checkout's own attnlib, else the repository's.
+FROM_REPOSITORY = """\
+    _source = "{pip_source}"
+    if (_checkout / "attnlib" / "__init__.py").is_file():
+        _source = str(_checkout)
+"""
+# Unknown: nothing is fetched from an address that may not exist.
+FROM_CHECKOUT_ONLY = """\
+    if not (_checkout / "attnlib" / "__init__.py").is_file():
+        raise ModuleNotFoundError(
+            "attnlib is not installed. Install it from the course's repository"
+            " (your instructor gives its address), then run this cell again:\\n"
+            "    %pip install git+https://github.com/<org>/<repo>.git"
+        )
+    _source = str(_checkout)
+"""
+FOOTER = """\
+    _pip = [sys.executable, "-m", "pip", "install", "--quiet", _source]
+    subprocess.run(_pip, check=True)
     importlib.invalidate_caches()"""
 
 
-def repository_url(root: Path = ROOT) -> str:
+def course_repository(root: Path = ROOT, environ=None) -> CourseRepository:
+    """The repository the website links to (book/_ext/course_repository.py), for a checkout at ``root``."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    url = str(config["repository"]["url"]).rstrip("/")
-    if not url.startswith("https://"):
-        raise SystemExit(f"_config.yml repository.url must be an https URL, not {url!r}")
-    return url if url.endswith(".git") else url + ".git"
+    branch = str((config.get("repository") or {}).get("branch") or "main")
+    return find_repository(root, branch, environ)
 
 
-def setup_source(root: Path = ROOT) -> str:
-    return TEMPLATE.format(url=repository_url(root))
+def setup_source(root: Path = ROOT, repository: CourseRepository | None = None) -> str:
+    """The setup cell's code for ``repository`` (default: the one the site links to)."""
+    repository = course_repository(root) if repository is None else repository
+    if repository.pip_source is None:
+        return HEADER + FROM_CHECKOUT_ONLY + FOOTER
+    return HEADER + FROM_REPOSITORY.format(pip_source=repository.pip_source) + FOOTER
 
 
 def is_setup_cell(cell) -> bool:
@@ -127,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
             print(f"updated {path}")
     if args.check:
+        if bad:
+            repository = course_repository()
+            print(f"the setup cell installs attnlib from: {repository.pip_source or 'a checkout only'}")
+            print(f"(the repository: {repository.url or 'none'}, from {repository.source})")
         for path in bad:
             shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
             print(f"{shown}: no current setup cell (run: .venv/bin/python tools/setup_cell.py {shown})")
