@@ -111,6 +111,9 @@ def test_a_zip_of_a_folder_and_a_plain_folder(tmp_path):
 
 
 def test_unsafe_members_are_refused_and_nothing_lands_outside(tmp_path):
+    # The size limit sits between an honest notebook and the oversized member, whatever
+    # size the fake class's notebook grows to.
+    limit = len(_nb()) + 1000
     path = tmp_path / "evil.zip"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("../escaped.ipynb", _nb())
@@ -122,10 +125,10 @@ def test_unsafe_members_are_refused_and_nothing_lands_outside(tmp_path):
         device = zipfile.ZipInfo("dev_7_8_null.ipynb")
         device.external_attr = (stat.S_IFCHR | 0o666) << 16
         zf.writestr(device, b"")
-        zf.writestr("huge_3_4_big.ipynb", b"x" * 5000)
+        zf.writestr("huge_3_4_big.ipynb", b"x" * (limit + 1))
         zf.writestr(f"ok_5_6_{STEM}.ipynb", _nb())
     dest = tmp_path / "out" / "x"
-    problems = intake.safe_extract(path, dest, max_file_bytes=4000)
+    problems = intake.safe_extract(path, dest, max_file_bytes=limit)
     found = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
     assert found == [f"ok_5_6_{STEM}.ipynb"]
     text = "\n".join(problems)
