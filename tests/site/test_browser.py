@@ -31,7 +31,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_launch import notebook_entries, toc_entries
+from test_launch import branch_of, find_repository, notebook_entries, toc_entries
 
 pytestmark = pytest.mark.book
 
@@ -52,6 +52,8 @@ CHROMIUM_FLAGS = (
     "--hide-scrollbars",
     "--window-size=1280,900",
 )
+# The repository the session's build finds (the same environment): its buttons, or none.
+REPOSITORY = find_repository(ROOT, branch_of(ROOT))
 PAGES = toc_entries(ROOT)  # read once, at collection: chapters may land while the tests run
 MAX_SCREENSHOT_HEIGHT = 24000  # px; longer pages are cut there
 MATH_TIMEOUT = 30  # s
@@ -254,18 +256,28 @@ def test_page_renders_in_chromium(entry, browser, site):
         warnings.warn(f"{entry}: the notebook plots with matplotlib but its page has no figure", stacklevel=1)
 
     # Launch links ------------------------------------------------------------------------------
+    # The session's site was built for the repository this environment gives (COURSE_REPOSITORY
+    # or a GitHub remote), or for none: then it must have no launch button at all (test_launch.py
+    # checks both cases on unexecuted builds, whatever the environment).
     if entry in notebook_entries(ROOT):
         hrefs = driver.execute_script(LAUNCH_LINKS_JS)
-        for host, name in (
-            ("mybinder.org", "Binder"),
-            ("colab.research.google.com", "Colab"),
-            ("/hub/user-redirect/git-pull", "JupyterHub"),
-        ):
-            if not any(host in href for href in hrefs):
-                problems.append(f"no {name} launch link in the page (found {hrefs})")
         buttons = driver.find_elements("css selector", "button[aria-label='Launch interactive content']")
-        if not any(b.is_displayed() for b in buttons):
+        services = (
+            ("mybinder.org", "Binder", REPOSITORY.url is not None),
+            ("colab.research.google.com", "Colab", REPOSITORY.url is not None),
+            ("/hub/user-redirect/git-pull", "JupyterHub", bool(REPOSITORY.url and REPOSITORY.jupyterhub)),
+        )
+        for host, name, wanted in services:
+            present = any(host in href for href in hrefs)
+            if wanted and not present:
+                problems.append(f"no {name} launch link in the page (found {hrefs})")
+            if present and not wanted:
+                problems.append(f"a {name} launch link without a repository or hub ({REPOSITORY.source})")
+        visible = any(b.is_displayed() for b in buttons)
+        if REPOSITORY.url is not None and not visible:
             problems.append("the launch button (rocket) is not visible in the header")
+        if REPOSITORY.url is None and visible:
+            problems.append(f"a launch button (rocket) on a site with no repository ({REPOSITORY.source})")
 
     # Console -----------------------------------------------------------------------------------
     problems += [f"console: {message}" for message in _console_errors(driver, base_url)]

@@ -146,19 +146,30 @@ def test_external_links_are_listed_not_fetched(built_book):
 
 @pytest.mark.book
 def test_links_into_this_repository_name_files_that_exist(built_book, repo_root):
-    """Edit buttons and links to the repository (.../blob|edit|tree/<branch>/<path>) name real paths."""
-    import yaml
+    """Links to the repository (.../blob|edit|tree|raw/<branch>/<path>) name real paths.
+
+    The repository is the one the session's build found (COURSE_REPOSITORY or a GitHub
+    remote); with none, no page may link into any GitHub tree at all.
+    """
+    from test_launch import branch_of, find_repository
 
     html, _ = built_book
-    repo = yaml.safe_load((repo_root / "_config.yml").read_text(encoding="utf-8"))["repository"]
-    base = repo["url"].rstrip("/").removesuffix(".git")
-    pattern = re.compile(re.escape(base) + r"/(?:blob|edit|tree|raw)/([^/]+)/([^?#]+)")
-    missing = []
+    repository = find_repository(repo_root, branch_of(repo_root))
+    if repository.url is None:
+        base = r"https://github\.com/[^/]+/[^/]+"
+    else:
+        base = re.escape(repository.url)
+    pattern = re.compile(base + r"/(?:blob|edit|tree|raw)/([^/]+)/([^?#]+)")
+    missing, linked = [], []
     for page in site_pages(html.resolve()):
         for _, value in links_of(page):
             match = pattern.match(value)
-            if match and not (repo_root / unquote(match.group(2))).exists():
-                missing.append(f"{page.relative_to(html.resolve())}: {value}")
+            if match:
+                linked.append(value)
+                if not (repo_root / unquote(match.group(2))).exists():
+                    missing.append(f"{page.relative_to(html.resolve())}: {value}")
+    if repository.url is None:
+        assert not linked, f"links into a repository on a site built without one: {sorted(set(linked))[:5]}"
     assert not missing, "links to files that are not in the repository:\n" + "\n".join(sorted(set(missing)))
 
 
