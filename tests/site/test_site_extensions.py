@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import course_icons  # noqa: E402
 import course_mathjax  # noqa: E402
 import course_site  # noqa: E402
 
@@ -138,3 +139,85 @@ def test_the_theme_mode_defaults_to_auto():
     context = {"default_mode": "dark"}
     course_site.default_theme_mode(None, "page", "page.html", context, None)
     assert context["default_mode"] == "dark"
+
+
+# course_icons: no fontawesome.js, the icon fonts cut to the icons in use --------------------------
+
+
+def _theme_static() -> Path:
+    import pydata_sphinx_theme
+
+    return Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+
+
+def _small_site(tmp_path: Path) -> Path:
+    """A built site in miniature: two pages, the theme's stylesheet and its three fonts."""
+    import shutil
+
+    out = tmp_path / "html"
+    static = _theme_static()
+    (out / course_icons.THEME_CSS).parent.mkdir(parents=True)
+    shutil.copy(static / "styles" / "pydata-sphinx-theme.css", out / course_icons.THEME_CSS)
+    (out / course_icons.WEBFONTS).mkdir(parents=True)
+    for name in course_icons.FONTS:
+        shutil.copy(
+            static / "vendor" / "fontawesome" / "webfonts" / f"{name}.ttf", out / course_icons.WEBFONTS
+        )
+    head = (
+        "<head>\n    <!-- So that users can add custom icons -->\n"
+        '    <script defer src="../_static/scripts/fontawesome.js?digest=55c26ed414f5f8a31ebb"></script>\n'
+        "</head>\n"
+    )
+    (out / "book").mkdir()
+    (out / "book" / "a.html").write_text(head + '<i class="fa-solid fa-bars"></i>', encoding="utf-8")
+    (out / "index.html").write_text(head + '<i class="fab fa-github"></i>', encoding="utf-8")
+    (out / "_static" / "theme.js").write_text('e.classList="fa-solid fa-xmark"', encoding="utf-8")
+    return out
+
+
+def test_stylesheet_icons_reads_class_rules_and_drawn_icons():
+    css = (
+        '.fa-bars:before,.fa-navicon:before{content:"\\f0c9"}'
+        ".fa-lg{font-size:1.25em}"
+        ':root{--pst-icon-info:"\\f05a"}.x:after{content:"\\f35d"}.y:before{content:"a"}'
+    )
+    by_class, drawn = course_icons.stylesheet_icons(css)
+    assert by_class == {"fa-bars": "\uf0c9", "fa-navicon": "\uf0c9"}
+    assert drawn == {"\uf05a", "\uf35d"}
+
+
+def test_the_site_loses_the_script_and_its_fonts_keep_only_the_icons_in_use(tmp_path):
+    pytest.importorskip("fontTools", reason="fontTools (installed with matplotlib) cuts the fonts")
+    from fontTools.ttLib import TTFont
+
+    out = _small_site(tmp_path)
+    report = course_icons.slim_site(out)
+    assert report["pages"] == 2 and report["cut"]
+    for page in (out / "index.html", out / "book" / "a.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "fontawesome.js" not in text and "custom icons" not in text
+    assert {"fa-bars", "fa-github", "fa-xmark"} <= set(report["icons"])
+    css = (out / course_icons.THEME_CSS).read_text(encoding="utf-8")
+    assert ".woff2" not in css and css.count('.site.woff) format("woff")') == 3
+    solid = TTFont(str(out / course_icons.WEBFONTS / "fa-solid-900.site.woff"))
+    brands = TTFont(str(out / course_icons.WEBFONTS / "fa-brands-400.site.woff"))
+    assert solid.flavor == "woff"
+    assert {0xF0C9, 0xF00D} <= set(solid.getBestCmap())  # bars, xmark
+    assert 0xF09B in brands.getBestCmap()  # github
+    assert 0xF135 not in solid.getBestCmap()  # the rocket: no page shows it
+    assert "Font Awesome" in solid["name"].getDebugName(1)  # the name and copyright records stay
+    assert "Font Awesome" in solid["name"].getDebugName(0), "the cut font lost its copyright record"
+    sizes = sum(f.stat().st_size for f in (out / course_icons.WEBFONTS).glob("*.site.woff"))
+    assert sizes < 40_000, sizes
+
+    again = course_icons.slim_site(out)  # a second pass (an incremental build) changes nothing
+    assert again["pages"] == 0 and again["cut"]
+    assert (out / course_icons.THEME_CSS).read_text(encoding="utf-8") == css
+
+
+def test_without_fonttools_only_the_script_goes(tmp_path, monkeypatch):
+    out = _small_site(tmp_path)
+    monkeypatch.setattr(course_icons, "cut_font", lambda *args: False)
+    report = course_icons.slim_site(out)
+    assert report["pages"] == 2 and not report["cut"]
+    assert ".woff2" in (out / course_icons.THEME_CSS).read_text(encoding="utf-8")
