@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from attnlib.checks.core import Case
 
 
 def optimiser_step(optimizer: Any, loss: Any, *, zero_grad: bool = True, step: bool = True) -> Any:
@@ -18,3 +22,37 @@ def optimiser_step(optimizer: Any, loss: Any, *, zero_grad: bool = True, step: b
     if step:
         optimizer.step()
     return loss.detach()
+
+
+def cases(
+    make_inputs: Callable[..., tuple] | None, table: Mapping[str, tuple | Callable[[], tuple]]
+) -> list[Case]:
+    """The cases of an exercise, from a table ``{name: arguments}``, in the table's order.
+
+    Parameters
+    ----------
+    make_inputs : callable or None
+        Makes one case's inputs from a row's arguments; ``None`` when the
+        arguments are the inputs themselves (plain numbers such as sizes).
+    table : mapping
+        Case name -> a tuple of arguments for ``make_inputs``, or a callable
+        that makes the case's inputs by itself (a row that needs its own maker).
+
+    Returns
+    -------
+    list of Case
+        ``make_inputs(*arguments)`` is called afresh for every call of the
+        case, as :class:`Case` requires. A name that starts with ``"hidden:"``
+        makes a hidden case: every exercise names its hidden cases so, and
+        deriving the flag from the name keeps the two from disagreeing.
+    """
+    out = []
+    for name, row in table.items():
+        if callable(row):
+            make = row
+        elif make_inputs is None:
+            make = functools.partial(tuple, row)  # immutable arguments: the same tuple every call
+        else:
+            make = functools.partial(make_inputs, *row)
+        out.append(Case(name, make, hidden=name.startswith("hidden:")))
+    return out

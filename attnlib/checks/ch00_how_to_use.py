@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 
 
 def pairwise_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -20,22 +21,17 @@ register(
         id="ex-00-1",
         function="pairwise_dot",
         reference=pairwise_dot,
-        cases=[
-            Case("3 vectors against 4 vectors of size 2", lambda: _inputs((3, 2), (4, 2), 0)),
-            Case("square: 3 against 3 of size 5", lambda: _inputs((3, 5), (3, 5), 1)),
-            Case("a batch of 2: (2, 3, 4) against (2, 6, 4)", lambda: _inputs((2, 3, 4), (2, 6, 4), 2)),
-            Case("one vector against 5", lambda: _inputs((1, 3), (5, 3), 4)),
-            Case(
-                "hidden: square batch (2, 4, 4) against (2, 4, 4)",
-                lambda: _inputs((2, 4, 4), (2, 4, 4), 5),
-                hidden=True,
-            ),
-            Case(
-                "hidden: batch and heads (2, 3, 5, 4) against (2, 3, 7, 4)",
-                lambda: _inputs((2, 3, 5, 4), (2, 3, 7, 4), 3),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _inputs,
+            {
+                "3 vectors against 4 vectors of size 2": ((3, 2), (4, 2), 0),
+                "square: 3 against 3 of size 5": ((3, 5), (3, 5), 1),
+                "a batch of 2: (2, 3, 4) against (2, 6, 4)": ((2, 3, 4), (2, 6, 4), 2),
+                "one vector against 5": ((1, 3), (5, 3), 4),
+                "hidden: square batch (2, 4, 4) against (2, 4, 4)": ((2, 4, 4), (2, 4, 4), 5),
+                "hidden: batch and heads (2, 3, 5, 4) against (2, 3, 7, 4)": ((2, 3, 5, 4), (2, 3, 7, 4), 3),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the result is transposed (b a^T instead of a b^T)",

@@ -11,8 +11,8 @@ from attnlib.chapters.seq2seq import (
     exact_match,
     final_state_context,
 )
-from attnlib.checks._cases import optimiser_step
-from attnlib.checks.core import Case, Exercise, Misconception, register, reset_parameters
+from attnlib.checks._cases import cases, optimiser_step
+from attnlib.checks.core import Exercise, Misconception, register, reset_parameters
 
 
 def _after_eos_to_pad(tokens: torch.Tensor) -> torch.Tensor:
@@ -56,27 +56,23 @@ register(
         id="ex-01-1",
         function="context_vector",
         reference=context_vector,
-        cases=[
-            Case(
-                "two sequences of length 4, no padding",
-                lambda: _encoder_inputs([[4, 5, 6, 7], [12, 3, 8, 8]]),
-            ),
-            Case(
-                "three sequences of lengths 5, 2, 3 (padded)",
-                lambda: _encoder_inputs([[4, 5, 6, 7, 8], [9, 10], [3, 3, 11]], seed=1),
-            ),
-            Case(
-                "two layers, lengths 3 and 6",
-                lambda: _encoder_inputs([[5, 6, 7], [8, 9, 10, 11, 12, 3]], hidden=3, layers=2, seed=2),
-            ),
-            Case(
-                "hidden: four sequences of lengths 1, 6, 4, 2",
-                lambda: _encoder_inputs(
+        cases=cases(
+            None,
+            {
+                "two sequences of length 4, no padding": lambda: _encoder_inputs(
+                    [[4, 5, 6, 7], [12, 3, 8, 8]]
+                ),
+                "three sequences of lengths 5, 2, 3 (padded)": lambda: _encoder_inputs(
+                    [[4, 5, 6, 7, 8], [9, 10], [3, 3, 11]], seed=1
+                ),
+                "two layers, lengths 3 and 6": lambda: _encoder_inputs(
+                    [[5, 6, 7], [8, 9, 10, 11, 12, 3]], hidden=3, layers=2, seed=2
+                ),
+                "hidden: four sequences of lengths 1, 6, 4, 2": lambda: _encoder_inputs(
                     [[7], [3, 4, 5, 6, 7, 8], [12, 11, 10, 9], [6, 6]], hidden=6, layers=2, seed=3
                 ),
-                hidden=True,
-            ),
-        ],
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the state after the last column, padding included",
@@ -138,41 +134,31 @@ register(
         id="ex-01-2",
         function="exact_sequence_accuracy",
         reference=exact_sequence_accuracy,
-        cases=[
-            Case(
-                "4 sequences, 2 right, one with a wrong token",
-                lambda: _acc_inputs(
-                    [[4, 5, 6, E, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 3, E], [4, E, 0, 0, 0, 0]], _TGT
+        cases=cases(
+            _acc_inputs,
+            {
+                "4 sequences, 2 right, one with a wrong token": (
+                    [[4, 5, 6, E, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 3, E], [4, E, 0, 0, 0, 0]],
+                    _TGT,
                 ),
-            ),
-            Case(
-                "the model writes junk after its EOS",
-                lambda: _acc_inputs(
-                    [[4, 5, 6, E, 7, 7], [7, 8, E, 3, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]], _TGT
+                "the model writes junk after its EOS": (
+                    [[4, 5, 6, E, 7, 7], [7, 8, E, 3, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]],
+                    _TGT,
                 ),
-            ),
-            Case(
-                "a missing EOS and one wrong token",
-                lambda: _acc_inputs(
-                    [[4, 5, 6, 6, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [5, E, 8, 8, 8, 8]], _TGT
+                "a missing EOS and one wrong token": (
+                    [[4, 5, 6, 6, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [5, E, 8, 8, 8, 8]],
+                    _TGT,
                 ),
-            ),
-            Case(
-                "hidden: the model stops early (PAD before the target's EOS)",
-                lambda: _acc_inputs(
-                    [[4, 5, 0, 0, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]], _TGT
+                "hidden: the model stops early (PAD before the target's EOS)": (
+                    [[4, 5, 0, 0, 0, 0], [7, 8, E, 0, 0, 0], [9, 9, 9, 9, 9, E], [3, E, 0, 0, 0, 0]],
+                    _TGT,
                 ),
-                hidden=True,
-            ),
-            Case(
-                "hidden: 3 sequences of different lengths",
-                lambda: _acc_inputs(
+                "hidden: 3 sequences of different lengths": (
                     [[3, 4, E, 9, 9], [5, 6, 7, 8, E], [12, E, 0, 0, 0]],
                     [[3, 4, E, 0, 0], [5, 6, 7, 8, E], [11, E, 0, 0, 0]],
                 ),
-                hidden=True,
-            ),
-        ],
+            },
+        ),
         misconceptions=[
             Misconception(
                 "token accuracy over every position, PAD included",
@@ -275,16 +261,15 @@ register(
         id="ex-01-3",
         function="greedy_decode_loop",
         reference=greedy_decode_loop,
-        cases=[
-            Case("batch of 4, source length 3, 8 steps", lambda: _decode_inputs(1, 4, 3, 8, 3.0)),
-            Case("one source of length 7, 4 steps", lambda: _decode_inputs(2, 1, 7, 4, 2.0)),
-            Case("batch of 5, source length 4, 7 steps", lambda: _decode_inputs(3, 5, 4, 7, 1.0)),
-            Case(
-                "hidden: batch of 4, source length 3, 8 steps, another model",
-                lambda: _decode_inputs(1, 4, 3, 8, 2.0),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _decode_inputs,
+            {
+                "batch of 4, source length 3, 8 steps": (1, 4, 3, 8, 3.0),
+                "one source of length 7, 4 steps": (2, 1, 7, 4, 2.0),
+                "batch of 5, source length 4, 7 steps": (3, 5, 4, 7, 1.0),
+                "hidden: batch of 4, source length 3, 8 steps, another model": (1, 4, 3, 8, 2.0),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "BOS fed at every step",
@@ -441,19 +426,17 @@ register(
         id="ex-01-4",
         function="train_seq2seq_steps",
         reference=train_seq2seq_steps,
-        cases=[
-            Case("3 batches of 4 strings, lengths 2-5", _train_step_inputs(1, 3, 4, (2, 5))),
-            Case("1 batch of 2 strings of length 3", _train_step_inputs(2, 1, 2, (3, 3))),
-            Case(
-                "4 batches of 3 strings, lengths 1-6, no stale gradients",
-                _train_step_inputs(3, 4, 3, (1, 6), stale_grads=False),
-            ),
-            Case(
-                "hidden: 3 batches of 5 strings, lengths 1-7",
-                _train_step_inputs(4, 3, 5, (1, 7)),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "3 batches of 4 strings, lengths 2-5": _train_step_inputs(1, 3, 4, (2, 5)),
+                "1 batch of 2 strings of length 3": _train_step_inputs(2, 1, 2, (3, 3)),
+                "4 batches of 3 strings, lengths 1-6, no stale gradients": _train_step_inputs(
+                    3, 4, 3, (1, 6), stale_grads=False
+                ),
+                "hidden: 3 batches of 5 strings, lengths 1-7": _train_step_inputs(4, 3, 5, (1, 7)),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "decoder input not shifted right (the target itself fed in)",

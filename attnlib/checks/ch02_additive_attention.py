@@ -4,7 +4,8 @@ import numpy as np
 import torch
 
 from attnlib import numpy as anp
-from attnlib.checks.core import Case, Exercise, Misconception, register, reset_parameters
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register, reset_parameters
 from attnlib.checks.forbidden import SOFTMAX_IMPLEMENTATIONS
 from attnlib.modules import AdditiveAttention
 
@@ -38,16 +39,15 @@ register(
         id="ex-02-1",
         function="alignment_scores",
         reference=alignment_scores,
-        cases=[
-            Case("decoder state of 3, 5 encoder states of 4, A = 6", lambda: _score_inputs(3, 4, 6, 5, 0)),
-            Case("one encoder state", lambda: _score_inputs(2, 3, 4, 1, 1)),
-            Case("equal sizes: D_s = D_h = A = 4, 7 states", lambda: _score_inputs(4, 4, 4, 7, 2)),
-            Case(
-                "hidden: D_s = 5, D_h = 8, A = 3, 9 states",
-                lambda: _score_inputs(5, 8, 3, 9, 3),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _score_inputs,
+            {
+                "decoder state of 3, 5 encoder states of 4, A = 6": (3, 4, 6, 5, 0),
+                "one encoder state": (2, 3, 4, 1, 1),
+                "equal sizes: D_s = D_h = A = 4, 7 states": (4, 4, 4, 7, 2),
+                "hidden: D_s = 5, D_h = 8, A = 3, 9 states": (5, 8, 3, 9, 3),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "tanh applied to W s and U h separately, then added",
@@ -130,25 +130,23 @@ register(
         id="ex-02-2",
         function="alignment_weights",
         reference=alignment_weights,
-        cases=[
-            Case("3 decoder steps, 4 source positions", lambda: _weight_inputs((3, 4), 0)),
-            Case("one decoder step, 5 source positions", lambda: _weight_inputs((1, 5), 1)),
-            Case(
-                "large scores (around 1000)",
-                lambda: (np.array([[1000.0, 1001.0, 999.0], [5.0, 800.0, 801.0]]),),
-            ),
-            Case("hidden: 6 steps, 6 positions", lambda: _weight_inputs((6, 6), 3, scale=3.0), hidden=True),
-            Case(
-                "hidden: two rows 1000 apart",
-                lambda: (np.array([[1000.0, 1001.5, 999.0, 998.0], [0.5, 2.0, 1.0, -1.0]]),),
-                hidden=True,
-            ),
-            Case(
-                "hidden: three rows, one near 1000",
-                lambda: (np.array([[-5.0, -3.0, -4.0], [995.0, 996.0, 994.0], [0.0, 0.0, 0.0]]),),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _weight_inputs,
+            {
+                "3 decoder steps, 4 source positions": ((3, 4), 0),
+                "one decoder step, 5 source positions": ((1, 5), 1),
+                "large scores (around 1000)": lambda: (
+                    np.array([[1000.0, 1001.0, 999.0], [5.0, 800.0, 801.0]]),
+                ),
+                "hidden: 6 steps, 6 positions": lambda: _weight_inputs((6, 6), 3, scale=3.0),
+                "hidden: two rows 1000 apart": lambda: (
+                    np.array([[1000.0, 1001.5, 999.0, 998.0], [0.5, 2.0, 1.0, -1.0]]),
+                ),
+                "hidden: three rows, one near 1000": lambda: (
+                    np.array([[-5.0, -3.0, -4.0], [995.0, 996.0, 994.0], [0.0, 0.0, 0.0]]),
+                ),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "softmax over the wrong axis (over decoder steps)",
@@ -214,12 +212,15 @@ register(
         id="ex-02-3",
         function="attention_context",
         reference=attention_context,
-        cases=[
-            Case("2 steps over 4 states of size 3", lambda: _context_inputs(2, 4, 3, 0)),
-            Case("square: 5 steps over 5 states of size 2", lambda: _context_inputs(5, 5, 2, 1)),
-            Case("one step over 6 states of size 4", lambda: _context_inputs(1, 6, 4, 2)),
-            Case("hidden: 3 steps over 7 states of size 5", lambda: _context_inputs(3, 7, 5, 3), hidden=True),
-        ],
+        cases=cases(
+            _context_inputs,
+            {
+                "2 steps over 4 states of size 3": (2, 4, 3, 0),
+                "square: 5 steps over 5 states of size 2": (5, 5, 2, 1),
+                "one step over 6 states of size 4": (1, 6, 4, 2),
+                "hidden: 3 steps over 7 states of size 5": (3, 7, 5, 3),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the encoder states summed without the weights",
@@ -317,30 +318,16 @@ register(
         id="ex-02-4",
         function="additive_attention_forward",
         reference=additive_attention_forward,
-        cases=[
-            Case(
-                "batch of 2, lengths 4 and 2 (padded to 4)",
-                lambda: _module_inputs(2, 4, 3, 5, 6, [4, 2], 0),
-            ),
-            Case(
-                "batch of 3, lengths 5, 1, 3",
-                lambda: _module_inputs(3, 5, 4, 2, 3, [5, 1, 3], 1),
-            ),
-            Case(
-                "batch of 2, no padding",
-                lambda: _module_inputs(2, 3, 2, 2, 4, [3, 3], 2),
-            ),
-            Case(
-                "hidden: batch of 2, one source position",
-                lambda: _module_inputs(2, 1, 3, 4, 5, [1, 1], 4),
-                hidden=True,
-            ),
-            Case(
-                "hidden: batch of 4, lengths 6, 2, 4, 1",
-                lambda: _module_inputs(4, 6, 5, 3, 7, [6, 2, 4, 1], 3),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _module_inputs,
+            {
+                "batch of 2, lengths 4 and 2 (padded to 4)": (2, 4, 3, 5, 6, [4, 2], 0),
+                "batch of 3, lengths 5, 1, 3": (3, 5, 4, 2, 3, [5, 1, 3], 1),
+                "batch of 2, no padding": (2, 3, 2, 2, 4, [3, 3], 2),
+                "hidden: batch of 2, one source position": (2, 1, 3, 4, 5, [1, 1], 4),
+                "hidden: batch of 4, lengths 6, 2, 4, 1": (4, 6, 5, 3, 7, [6, 2, 4, 1], 3),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the padding mask is ignored",

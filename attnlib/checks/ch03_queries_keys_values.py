@@ -5,7 +5,8 @@ import math
 import numpy as np
 
 from attnlib import numpy as anp
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import (
     ATTENTION_IMPLEMENTATIONS,
     SCALED_SCORE_IMPLEMENTATIONS,
@@ -129,21 +130,16 @@ register(
         id="ex-03-1",
         function="project_qkv",
         reference=project_qkv,
-        cases=[
-            Case("the worked example: 4 words, 3x3 weights from seed 42", _worked_example),
-            Case("5 tokens, d_model=4 -> d_k=3, d_v=2", lambda: _projections((5, 4), 3, 2, 0)),
-            Case("a batch: x (2, 5, 4)", lambda: _projections((2, 5, 4), 3, 3, 1)),
-            Case(
-                "hidden: one token, x (1, 4) -> d_k=2, d_v=3",
-                lambda: _projections((1, 4), 2, 3, 3),
-                hidden=True,
-            ),
-            Case(
-                "hidden: x (2, 3, 6, 8) -> d_k=4, d_v=5",
-                lambda: _projections((2, 3, 6, 8), 4, 5, 2),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _projections,
+            {
+                "the worked example: 4 words, 3x3 weights from seed 42": _worked_example,
+                "5 tokens, d_model=4 -> d_k=3, d_v=2": ((5, 4), 3, 2, 0),
+                "a batch: x (2, 5, 4)": ((2, 5, 4), 3, 3, 1),
+                "hidden: one token, x (1, 4) -> d_k=2, d_v=3": ((1, 4), 2, 3, 3),
+                "hidden: x (2, 3, 6, 8) -> d_k=4, d_v=5": ((2, 3, 6, 8), 4, 5, 2),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "multiplying by the weights transposed (x @ W.T)",
@@ -177,13 +173,16 @@ register(
         id="ex-03-2",
         function="attention_scores",
         reference=attention_scores,
-        cases=[
-            Case('"This is book": 3 tokens, d_model=5, d_k=3', _this_is_book),
-            Case("6 tokens, d_model=4, d_k=2", lambda: _scores_inputs((6, 4), 2, 3)),
-            Case("a batch: x (2, 4, 6), d_k=3", lambda: _scores_inputs((2, 4, 6), 3, 4)),
-            Case("hidden: x (3, 5, 8), d_k=4", lambda: _scores_inputs((3, 5, 8), 4, 5), hidden=True),
-            Case("hidden: one token, d_model=6, d_k=4", lambda: _scores_inputs((1, 6), 4, 6), hidden=True),
-        ],
+        cases=cases(
+            _scores_inputs,
+            {
+                '"This is book": 3 tokens, d_model=5, d_k=3': _this_is_book,
+                "6 tokens, d_model=4, d_k=2": ((6, 4), 2, 3),
+                "a batch: x (2, 4, 6), d_k=3": ((2, 4, 6), 3, 4),
+                "hidden: x (3, 5, 8), d_k=4": ((3, 5, 8), 4, 5),
+                "hidden: one token, d_model=6, d_k=4": ((1, 6), 4, 6),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "no 1/sqrt(d_k)",
@@ -229,19 +228,20 @@ register(
         id="ex-03-3",
         function="row_softmax",
         reference=row_softmax,
-        cases=[
-            Case("2 queries, 4 keys", lambda: _random((2, 4), 6, 2.0)),
-            Case("square 4 x 4", lambda: _random((4, 4), 7, 2.0)),
-            Case("a batch (2, 3, 5)", lambda: _random((2, 3, 5), 8, 2.0)),
-            Case("hidden: (2, 2, 3, 6)", lambda: _random((2, 2, 3, 6), 9, 3.0), hidden=True),
-            Case("hidden: large scores (in the hundreds)", _large_scores, hidden=True),
-            Case(
-                "hidden: scores far below zero (-750)",
-                lambda: (np.array([[-750.0, -748.0, -751.0], [1.0, 2.0, 3.0]]),),
-                hidden=True,
-            ),
-            Case("hidden: one key per row (3, 1)", lambda: _random((3, 1), 10, 2.0), hidden=True),
-        ],
+        cases=cases(
+            _random,
+            {
+                "2 queries, 4 keys": ((2, 4), 6, 2.0),
+                "square 4 x 4": ((4, 4), 7, 2.0),
+                "a batch (2, 3, 5)": ((2, 3, 5), 8, 2.0),
+                "hidden: (2, 2, 3, 6)": ((2, 2, 3, 6), 9, 3.0),
+                "hidden: large scores (in the hundreds)": _large_scores,
+                "hidden: scores far below zero (-750)": lambda: (
+                    np.array([[-750.0, -748.0, -751.0], [1.0, 2.0, 3.0]]),
+                ),
+                "hidden: one key per row (3, 1)": ((3, 1), 10, 2.0),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "softmax over the wrong axis (columns)",
@@ -288,25 +288,18 @@ register(
         id="ex-03-4",
         function="attention_output",
         reference=attention_output,
-        cases=[
-            Case("the worked example's Q, K, V (4 words)", _worked_qkv),
-            Case("2 queries, 5 keys, d_k=4, d_v=3", lambda: _qkv(2, 5, 4, 3, 10)),
-            Case("a batch of 2: 3 queries, 3 keys, d_k=2, d_v=5", lambda: _qkv(3, 3, 2, 5, 11, (2,))),
-            Case(
-                "hidden: (2, 2) batch, 4 queries, 6 keys", lambda: _qkv(4, 6, 8, 3, 12, (2, 2)), hidden=True
-            ),
-            Case("hidden: one query, one key", lambda: _qkv(1, 1, 4, 2, 13), hidden=True),
-            Case(
-                "hidden: large scores (hundreds), 2 queries, 4 keys",
-                lambda: _qkv_large(2, 4, 6, 3, 15),
-                hidden=True,
-            ),
-            Case(
-                "hidden: large scores (hundreds), 3 queries, 5 keys",
-                lambda: _qkv_large(3, 5, 4, 2, 14),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _qkv,
+            {
+                "the worked example's Q, K, V (4 words)": _worked_qkv,
+                "2 queries, 5 keys, d_k=4, d_v=3": (2, 5, 4, 3, 10),
+                "a batch of 2: 3 queries, 3 keys, d_k=2, d_v=5": (3, 3, 2, 5, 11, (2,)),
+                "hidden: (2, 2) batch, 4 queries, 6 keys": (4, 6, 8, 3, 12, (2, 2)),
+                "hidden: one query, one key": (1, 1, 4, 2, 13),
+                "hidden: large scores (hundreds), 2 queries, 4 keys": lambda: _qkv_large(2, 4, 6, 3, 15),
+                "hidden: large scores (hundreds), 3 queries, 5 keys": lambda: _qkv_large(3, 5, 4, 2, 14),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "no 1/sqrt(d_k)",

@@ -5,7 +5,8 @@ import math
 import numpy as np
 
 from attnlib import numpy as anp
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import (
     ATTENTION_IMPLEMENTATIONS,
     LOGSUMEXP_IMPLEMENTATIONS,
@@ -121,12 +122,15 @@ def _logits_1000():
 
 
 def _visible_logit_cases(shape, seed):
-    """The visible cases that ex-04-1 and ex-04-2 share: small logits, then two that overflow."""
-    return [
-        Case(f"small logits {shape}", lambda: _logits(shape, seed)),
-        Case("logits near 1000", _logits_1000),
-        Case("two rows 1000 apart", _rows_far_apart),
-    ]
+    """The visible cases that ex-04-1 and ex-04-2 share: small logits, then two that overflow.
+
+    Rows of a ``cases(_logits, ...)`` table: a tuple row holds ``_logits``'s arguments.
+    """
+    return {
+        f"small logits {shape}": (shape, seed),
+        "logits near 1000": _logits_1000,
+        "two rows 1000 apart": _rows_far_apart,
+    }
 
 
 def _qk(L, S, d_k, seed, batch=()):
@@ -158,22 +162,19 @@ register(
         id="ex-04-1",
         function="stable_softmax",
         reference=stable_softmax,
-        cases=[
-            *_visible_logit_cases((2, 4), 0),
-            Case(
-                "hidden: a batch (2, 3, 5) of logits near 800",
-                lambda: _logits((2, 3, 5), 1, 5.0, 800.0),
-                hidden=True,
-            ),
-            Case("hidden: logits near -900 (4, 6)", lambda: _logits((4, 6), 2, 2.0, -900.0), hidden=True),
-            Case(
-                "hidden: square (3, 3), rows 1000 apart",
-                lambda: (np.array([[1000.0, 999.0, 1001.0], [0.0, 1.0, -1.0], [2.0, 0.5, 1.0]]),),
-                hidden=True,
-            ),
-            Case("hidden: one logit per row (3, 1)", lambda: _logits((3, 1), 3, 5.0, 300.0), hidden=True),
-            Case("hidden: masked entries (-inf)", _masked_entries, hidden=True),
-        ],
+        cases=cases(
+            _logits,
+            {
+                **_visible_logit_cases((2, 4), 0),
+                "hidden: a batch (2, 3, 5) of logits near 800": ((2, 3, 5), 1, 5.0, 800.0),
+                "hidden: logits near -900 (4, 6)": ((4, 6), 2, 2.0, -900.0),
+                "hidden: square (3, 3), rows 1000 apart": lambda: (
+                    np.array([[1000.0, 999.0, 1001.0], [0.0, 1.0, -1.0], [2.0, 0.5, 1.0]]),
+                ),
+                "hidden: one logit per row (3, 1)": ((3, 1), 3, 5.0, 300.0),
+                "hidden: masked entries (-inf)": _masked_entries,
+            },
+        ),
         misconceptions=[
             Misconception(
                 "no max subtraction (exp overflows or underflows)",
@@ -215,23 +216,20 @@ register(
         id="ex-04-2",
         function="log_sum_exp",
         reference=log_sum_exp,
-        cases=[
-            *_visible_logit_cases((3, 4), 3),
-            Case(
-                "hidden: a batch (2, 2, 7) near -750", lambda: _logits((2, 2, 7), 4, 4.0, -750.0), hidden=True
-            ),
-            Case("hidden: one logit per row (3, 1)", lambda: _logits((3, 1), 5, 5.0, 300.0), hidden=True),
-            Case(
-                "hidden: a batch whose rows sit 800 apart",
-                lambda: (
+        cases=cases(
+            _logits,
+            {
+                **_visible_logit_cases((3, 4), 3),
+                "hidden: a batch (2, 2, 7) near -750": ((2, 2, 7), 4, 4.0, -750.0),
+                "hidden: one logit per row (3, 1)": ((3, 1), 5, 5.0, 300.0),
+                "hidden: a batch whose rows sit 800 apart": lambda: (
                     np.array(
                         [[[0.0, 1.0, 2.0], [-800.0, -801.0, -799.0]], [[5.0, 4.0, 3.0], [1.0, 0.0, 2.0]]]
                     ),
                 ),
-                hidden=True,
-            ),
-            Case("hidden: masked entries (-inf)", _masked_entries, hidden=True),
-        ],
+                "hidden: masked entries (-inf)": _masked_entries,
+            },
+        ),
         misconceptions=[
             Misconception(
                 "log(sum(exp(x))) computed naively (overflow)",
@@ -277,13 +275,16 @@ register(
         id="ex-04-3",
         function="scaled_scores",
         reference=scaled_scores,
-        cases=[
-            Case("2 queries, 3 keys, d_k=4", lambda: _qk(2, 3, 4, 5)),
-            Case("4 queries, 4 keys, d_k=16", lambda: _qk(4, 4, 16, 6)),
-            Case("a batch of 2: 3 queries, 5 keys, d_k=9", lambda: _qk(3, 5, 9, 7, (2,))),
-            Case("hidden: (2, 4) batch and heads, d_k=64", lambda: _qk(5, 6, 64, 8, (2, 4)), hidden=True),
-            Case("hidden: one query, 3 keys, d_k=25", lambda: _qk(1, 3, 25, 9), hidden=True),
-        ],
+        cases=cases(
+            _qk,
+            {
+                "2 queries, 3 keys, d_k=4": (2, 3, 4, 5),
+                "4 queries, 4 keys, d_k=16": (4, 4, 16, 6),
+                "a batch of 2: 3 queries, 5 keys, d_k=9": (3, 5, 9, 7, (2,)),
+                "hidden: (2, 4) batch and heads, d_k=64": (5, 6, 64, 8, (2, 4)),
+                "hidden: one query, 3 keys, d_k=25": (1, 3, 25, 9),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "forgetting the scale",
@@ -321,18 +322,17 @@ register(
         id="ex-04-4",
         function="attention_weights",
         reference=attention_weights,
-        cases=[
-            Case('"This is book": d_model=5, d_k=3', _this_is_book),
-            Case("6 tokens, d_model=8, d_k=2", lambda: _x_wq_wk((6, 8), 2, 9)),
-            Case("large inputs: scores in the thousands", lambda: _x_wq_wk((4, 6), 3, 10, 40.0)),
-            Case("hidden: a batch (2, 5, 12), d_k=4", lambda: _x_wq_wk((2, 5, 12), 4, 11, 3.0), hidden=True),
-            Case("hidden: one token, d_model=4, d_k=2", lambda: _x_wq_wk((1, 4), 2, 12, 40.0), hidden=True),
-            Case(
-                "hidden: a batch (2, 5, 6) of large inputs",
-                lambda: _x_wq_wk((2, 5, 6), 3, 13, 40.0),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _x_wq_wk,
+            {
+                '"This is book": d_model=5, d_k=3': _this_is_book,
+                "6 tokens, d_model=8, d_k=2": ((6, 8), 2, 9),
+                "large inputs: scores in the thousands": ((4, 6), 3, 10, 40.0),
+                "hidden: a batch (2, 5, 12), d_k=4": ((2, 5, 12), 4, 11, 3.0),
+                "hidden: one token, d_model=4, d_k=2": ((1, 4), 2, 12, 40.0),
+                "hidden: a batch (2, 5, 6) of large inputs": ((2, 5, 6), 3, 13, 40.0),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "sqrt(d_model) instead of sqrt(d_k)",

@@ -7,7 +7,8 @@ import math
 import torch
 
 from attnlib.attention import scaled_dot_product_attention
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.masks import causal_mask, padding_mask
 
@@ -28,13 +29,16 @@ register(
         id="ex-05-1",
         function="padding_mask_from_lengths",
         reference=padding_mask_from_lengths,
-        cases=[
-            Case("lengths [3, 1] padded to 4", _lengths([3, 1], 4)),
-            Case("lengths [2, 5, 4] padded to 5 (one full row)", _lengths([2, 5, 4], 5)),
-            Case("lengths [0, 2] padded to 3 (an empty sequence)", _lengths([0, 2], 3)),
-            Case("hidden: lengths [6, 1, 3, 6] padded to 7", _lengths([6, 1, 3, 6], 7), hidden=True),
-            Case("hidden: one position, lengths [1, 0, 1]", _lengths([1, 0, 1], 1), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "lengths [3, 1] padded to 4": _lengths([3, 1], 4),
+                "lengths [2, 5, 4] padded to 5 (one full row)": _lengths([2, 5, 4], 5),
+                "lengths [0, 2] padded to 3 (an empty sequence)": _lengths([0, 2], 3),
+                "hidden: lengths [6, 1, 3, 6] padded to 7": _lengths([6, 1, 3, 6], 7),
+                "hidden: one position, lengths [1, 0, 1]": _lengths([1, 0, 1], 1),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the mask is inverted (True marks the padding)",
@@ -77,15 +81,18 @@ register(
         id="ex-05-2",
         function="build_causal_mask",
         reference=build_causal_mask,
-        cases=[
-            Case("square: 4 queries, 4 keys", lambda: (4, 4)),
-            Case("3 queries, 5 keys (top-left aligned)", lambda: (3, 5)),
-            Case("5 queries, 2 keys", lambda: (5, 2)),
-            Case("hidden: square 6 x 6", lambda: (6, 6), hidden=True),
-            Case("hidden: 2 queries, 7 keys", lambda: (2, 7), hidden=True),
-            Case("hidden: one query, one key", lambda: (1, 1), hidden=True),
-            Case("hidden: 6 queries, 1 key", lambda: (6, 1), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "square: 4 queries, 4 keys": (4, 4),
+                "3 queries, 5 keys (top-left aligned)": (3, 5),
+                "5 queries, 2 keys": (5, 2),
+                "hidden: square 6 x 6": (6, 6),
+                "hidden: 2 queries, 7 keys": (2, 7),
+                "hidden: one query, one key": (1, 1),
+                "hidden: 6 queries, 1 key": (6, 1),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the mask is inverted (True marks the future)",
@@ -211,32 +218,26 @@ register(
         id="ex-05-3",
         function="masked_attention",
         reference=masked_attention,
-        cases=[
-            Case(
-                "key padding: B=2, L=3, S=4, lengths [4, 2], mask (B, 1, S)",
-                _attention_inputs((2, 3, 5), (2, 4, 5), (2, 4, 3), _key_padding_3d, 0),
-            ),
-            Case(
-                "causal (L, S) = (4, 4) mask, batch of 2",
-                _attention_inputs((2, 4, 4), (2, 4, 4), (2, 4, 2), lambda: causal_mask(4), 1),
-            ),
-            Case(
-                "a fully masked query row: L=3, S=4, row 1 may attend to nothing",
-                _attention_inputs((3, 6), (4, 6), (4, 3), _with_empty_row, 2),
-            ),
-            Case(
-                "hidden: one query, S=3, large scores (in the hundreds)",
-                _attention_inputs_scaled(
+        cases=cases(
+            None,
+            {
+                "key padding: B=2, L=3, S=4, lengths [4, 2], mask (B, 1, S)": _attention_inputs(
+                    (2, 3, 5), (2, 4, 5), (2, 4, 3), _key_padding_3d, 0
+                ),
+                "causal (L, S) = (4, 4) mask, batch of 2": _attention_inputs(
+                    (2, 4, 4), (2, 4, 4), (2, 4, 2), lambda: causal_mask(4), 1
+                ),
+                "a fully masked query row: L=3, S=4, row 1 may attend to nothing": _attention_inputs(
+                    (3, 6), (4, 6), (4, 3), _with_empty_row, 2
+                ),
+                "hidden: one query, S=3, large scores (in the hundreds)": _attention_inputs_scaled(
                     (1, 8), (3, 8), (3, 2), lambda: torch.tensor([[True, False, True]]), 4, 12.0
                 ),
-                hidden=True,
-            ),
-            Case(
-                "hidden: B=3, h=2, L=2, S=5, key mask (B, 1, 1, S), one empty sequence",
-                _attention_inputs((3, 2, 2, 4), (3, 2, 5, 4), (3, 2, 5, 3), _hidden_4d, 3),
-                hidden=True,
-            ),
-        ],
+                "hidden: B=3, h=2, L=2, S=5, key mask (B, 1, 1, S), one empty sequence": _attention_inputs(
+                    (3, 2, 2, 4), (3, 2, 5, 4), (3, 2, 5, 3), _hidden_4d, 3
+                ),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the mask is applied after the softmax (rows no longer sum to 1)",

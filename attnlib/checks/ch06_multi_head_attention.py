@@ -7,7 +7,8 @@ import math
 import torch
 
 from attnlib.attention import scaled_dot_product_attention
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.modules import merge_heads as _merge
 from attnlib.modules import split_heads as _split
@@ -57,14 +58,17 @@ register(
         id="ex-06-1",
         function="split_heads",
         reference=split_heads,
-        cases=[
-            Case("B=2, L=3, h*d=8 into h=2 heads of d=4", _split_inputs((2, 3, 8), 2, 0)),
-            Case("B=1, L=5, h*d=6 into h=3 heads of d=2", _split_inputs((1, 5, 6), 3, 1)),
-            Case("B=2, L=4, h*d=12 into h=4 heads of d=3", _split_inputs((2, 4, 12), 4, 2)),
-            Case("hidden: B=3, L=2, h*d=10 into h=5 heads", _split_inputs((3, 2, 10), 5, 3), hidden=True),
-            Case("hidden: one token, B=2, h*d=6 into h=2", _split_inputs((2, 1, 6), 2, 4), hidden=True),
-            Case("hidden: one head, B=2, L=3, d=4", _split_inputs((2, 3, 4), 1, 5), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "B=2, L=3, h*d=8 into h=2 heads of d=4": _split_inputs((2, 3, 8), 2, 0),
+                "B=1, L=5, h*d=6 into h=3 heads of d=2": _split_inputs((1, 5, 6), 3, 1),
+                "B=2, L=4, h*d=12 into h=4 heads of d=3": _split_inputs((2, 4, 12), 4, 2),
+                "hidden: B=3, L=2, h*d=10 into h=5 heads": _split_inputs((3, 2, 10), 5, 3),
+                "hidden: one token, B=2, h*d=6 into h=2": _split_inputs((2, 1, 6), 2, 4),
+                "hidden: one head, B=2, L=3, d=4": _split_inputs((2, 3, 4), 1, 5),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "viewed as (B, h, L, d) directly, without a transpose",
@@ -134,14 +138,17 @@ register(
         id="ex-06-2",
         function="merge_heads",
         reference=merge_heads,
-        cases=[
-            Case("B=2, h=2, L=3, d=4 -> (2, 3, 8)", _features((2, 2, 3, 4), 10)),
-            Case("B=1, h=3, L=5, d=2 -> (1, 5, 6)", _features((1, 3, 5, 2), 11)),
-            Case("B=2, h=4, L=4, d=3 -> (2, 4, 12)", _features((2, 4, 4, 3), 12)),
-            Case("hidden: B=3, h=5, L=2, d=2", _features((3, 5, 2, 2), 13), hidden=True),
-            Case("hidden: one token, B=2, h=3, d=2", _features((2, 3, 1, 2), 14), hidden=True),
-            Case("hidden: square h = d = L = 3, B=1", _features((1, 3, 3, 3), 15), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "B=2, h=2, L=3, d=4 -> (2, 3, 8)": _features((2, 2, 3, 4), 10),
+                "B=1, h=3, L=5, d=2 -> (1, 5, 6)": _features((1, 3, 5, 2), 11),
+                "B=2, h=4, L=4, d=3 -> (2, 4, 12)": _features((2, 4, 4, 3), 12),
+                "hidden: B=3, h=5, L=2, d=2": _features((3, 5, 2, 2), 13),
+                "hidden: one token, B=2, h=3, d=2": _features((2, 3, 1, 2), 14),
+                "hidden: square h = d = L = 3, B=1": _features((1, 3, 3, 3), 15),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "reshaped to (B, L, h*d) without transposing back",
@@ -246,20 +253,18 @@ register(
         id="ex-06-3",
         function="multi_head_attention",
         reference=multi_head_attention,
-        cases=[
-            Case("B=2, L=3, d_model=8, h=2 heads of d_k=d_v=4", _mha_inputs(2, 3, 8, 2, 4, 4, 20)),
-            Case("B=1, L=4, d_model=6, h=3 heads of d_k=d_v=2", _mha_inputs(1, 4, 6, 3, 2, 2, 21)),
-            Case(
-                "d_model=8, h=2, d_k=3, d_v=5: W_O is (h*d_v, d_model) = (10, 8)",
-                _mha_inputs(2, 3, 8, 2, 3, 5, 22),
-            ),
-            Case(
-                "hidden: B=2, L=5, d_model=12, h=4 heads of d_k=d_v=3",
-                _mha_inputs(2, 5, 12, 4, 3, 3, 23),
-                hidden=True,
-            ),
-            Case("hidden: one token, B=2, d_model=6, h=2", _mha_inputs(2, 1, 6, 2, 3, 3, 24), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "B=2, L=3, d_model=8, h=2 heads of d_k=d_v=4": _mha_inputs(2, 3, 8, 2, 4, 4, 20),
+                "B=1, L=4, d_model=6, h=3 heads of d_k=d_v=2": _mha_inputs(1, 4, 6, 3, 2, 2, 21),
+                "d_model=8, h=2, d_k=3, d_v=5: W_O is (h*d_v, d_model) = (10, 8)": _mha_inputs(
+                    2, 3, 8, 2, 3, 5, 22
+                ),
+                "hidden: B=2, L=5, d_model=12, h=4 heads of d_k=d_v=3": _mha_inputs(2, 5, 12, 4, 3, 3, 23),
+                "hidden: one token, B=2, d_model=6, h=2": _mha_inputs(2, 1, 6, 2, 3, 3, 24),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "scores divided by sqrt(d_model) instead of sqrt(d_k)",

@@ -13,7 +13,8 @@ from attnlib.chapters.cross_attention import (
     source_key_mask,
 )
 from attnlib.chapters.seq2seq import BOS, EOS, PAD
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 
 # --------------------------------------------------------------------------- ex-07-1 cross-attention forward
@@ -81,25 +82,23 @@ register(
         id="ex-07-1",
         function="cross_attention",
         reference=cross_attention,
-        cases=[
-            Case(
-                "one sentence: T=3 targets, S=5 sources (2 padded), D=4, d_k=d_v=2",
-                lambda: _cross_inputs(1, 3, 5, 4, 4, 2, 2, [3], 0),
-            ),
-            Case(
-                "batch of 2, source lengths 5 and 2, T=4, S=6, D=6, d_k=3, d_v=2",
-                lambda: _cross_inputs(2, 4, 6, 6, 6, 3, 2, [5, 2], 1),
-            ),
-            Case(
-                "one decoding step (T=1), D_dec=5 != D_enc=3, S=4, lengths 3 and 1",
-                lambda: _cross_inputs(2, 1, 4, 5, 3, 2, 3, [3, 1], 2),
-            ),
-            Case(
-                "hidden: batch of 3, T=6 > S=4, D=8, d_k=4, d_v=5",
-                lambda: _cross_inputs(3, 6, 4, 8, 8, 4, 5, [4, 2, 3], 3),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "one sentence: T=3 targets, S=5 sources (2 padded), D=4, d_k=d_v=2": lambda: _cross_inputs(
+                    1, 3, 5, 4, 4, 2, 2, [3], 0
+                ),
+                "batch of 2, source lengths 5 and 2, T=4, S=6, D=6, d_k=3, d_v=2": lambda: _cross_inputs(
+                    2, 4, 6, 6, 6, 3, 2, [5, 2], 1
+                ),
+                "one decoding step (T=1), D_dec=5 != D_enc=3, S=4, lengths 3 and 1": lambda: _cross_inputs(
+                    2, 1, 4, 5, 3, 2, 3, [3, 1], 2
+                ),
+                "hidden: batch of 3, T=6 > S=4, D=8, d_k=4, d_v=5": lambda: _cross_inputs(
+                    3, 6, 4, 8, 8, 4, 5, [4, 2, 3], 3
+                ),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "queries from the encoder and keys/values from the decoder (roles swapped)",
@@ -182,17 +181,16 @@ register(
         id="ex-07-2",
         function="source_mask",
         reference=source_key_mask,
-        cases=[
-            Case("lengths [3, 1, 4], S=4", lambda: _mask_inputs([3, 1, 4], 4)),
-            Case(
-                "lengths [2, 5], S=6 (the last column is padding everywhere)", lambda: _mask_inputs([2, 5], 6)
-            ),
-            Case("one sequence without padding: lengths [3], S=3", lambda: _mask_inputs([3], 3)),
-            Case("hidden: lengths [4, 2, 5, 1], S=5", lambda: _mask_inputs([4, 2, 5, 1], 5), hidden=True),
-            Case(
-                "hidden: an empty source, lengths [0, 2], S=2", lambda: _mask_inputs([0, 2], 2), hidden=True
-            ),
-        ],
+        cases=cases(
+            _mask_inputs,
+            {
+                "lengths [3, 1, 4], S=4": ([3, 1, 4], 4),
+                "lengths [2, 5], S=6 (the last column is padding everywhere)": ([2, 5], 6),
+                "one sequence without padding: lengths [3], S=3": ([3], 3),
+                "hidden: lengths [4, 2, 5, 1], S=5": ([4, 2, 5, 1], 5),
+                "hidden: an empty source, lengths [0, 2], S=2": ([0, 2], 2),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the mask is inverted (True at the padding)",
@@ -278,27 +276,17 @@ register(
         id="ex-07-3",
         function="greedy_decode",
         reference=greedy_decode_steps,
-        cases=[
-            Case(
-                "4 sequences, max_len=8 (seed 7): they end at different steps",
-                lambda: _decode_inputs(4, 5, 7, 0.0, 8),
-            ),
-            Case(
-                "4 sequences, max_len=8 (seed 12): one never ends", lambda: _decode_inputs(4, 5, 12, 0.0, 8)
-            ),
-            Case("4 sequences, max_len=6 (seed 2, EOS bias 1)", lambda: _decode_inputs(4, 5, 2, 1.0, 6)),
-            Case(
-                "hidden: 4 sequences, max_len=8 (seed 17, EOS bias 1)",
-                lambda: _decode_inputs(4, 5, 17, 1.0, 8),
-                hidden=True,
-            ),
-            Case("hidden: one sequence, one step", lambda: _decode_inputs(1, 3, 5, 0.0, 1), hidden=True),
-            Case(
-                "hidden: 3 sequences, max_len=10 (seed 4, EOS bias 2)",
-                lambda: _decode_inputs(3, 4, 4, 2.0, 10),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _decode_inputs,
+            {
+                "4 sequences, max_len=8 (seed 7): they end at different steps": (4, 5, 7, 0.0, 8),
+                "4 sequences, max_len=8 (seed 12): one never ends": (4, 5, 12, 0.0, 8),
+                "4 sequences, max_len=6 (seed 2, EOS bias 1)": (4, 5, 2, 1.0, 6),
+                "hidden: 4 sequences, max_len=8 (seed 17, EOS bias 1)": (4, 5, 17, 1.0, 8),
+                "hidden: one sequence, one step": (1, 3, 5, 0.0, 1),
+                "hidden: 3 sequences, max_len=10 (seed 4, EOS bias 2)": (3, 4, 4, 2.0, 10),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "does not stop at EOS: tokens after EOS are kept",
@@ -343,17 +331,16 @@ register(
         id="ex-07-4",
         function="decoder_masks",
         reference=decoder_masks,
-        cases=[
-            Case("lengths [3, 2], S=4, T=3", lambda: _mask_inputs([3, 2], 4, 3)),
-            Case("lengths [1, 4, 2], S=5, T=4", lambda: _mask_inputs([1, 4, 2], 5, 4)),
-            Case("one pair, S=2, T=5 (more targets than sources)", lambda: _mask_inputs([2], 2, 5)),
-            Case("hidden: lengths [5, 3], S=6, T=6", lambda: _mask_inputs([5, 3], 6, 6), hidden=True),
-            Case(
-                "hidden: one target position, lengths [1, 3], S=3, T=1",
-                lambda: _mask_inputs([1, 3], 3, 1),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            _mask_inputs,
+            {
+                "lengths [3, 2], S=4, T=3": ([3, 2], 4, 3),
+                "lengths [1, 4, 2], S=5, T=4": ([1, 4, 2], 5, 4),
+                "one pair, S=2, T=5 (more targets than sources)": ([2], 2, 5),
+                "hidden: lengths [5, 3], S=6, T=6": ([5, 3], 6, 6),
+                "hidden: one target position, lengths [1, 3], S=3, T=1": ([1, 3], 3, 1),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "a causal mask in the cross attention too",
@@ -476,22 +463,21 @@ register(
         id="ex-07-5",
         function="decoder_layer_forward",
         reference=decoder_layer_forward,
-        cases=[
-            Case(
-                "batch of 2, T=4 targets, S=5 sources (lengths 5 and 3)",
-                _decoder_layer_inputs(1, 2, 4, 5, [5, 3]),
-            ),
-            Case("one step: T=1, S=3, lengths 2", _decoder_layer_inputs(2, 1, 1, 3, [2])),
-            Case(
-                "more targets than sources: T=6, S=2, lengths 2 and 1",
-                _decoder_layer_inputs(3, 2, 6, 2, [2, 1]),
-            ),
-            Case(
-                "hidden: batch of 3, T=5, S=6, lengths 6, 1, 4, 4 heads",
-                _decoder_layer_inputs(4, 3, 5, 6, [6, 1, 4], d_model=8, num_heads=4),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "batch of 2, T=4 targets, S=5 sources (lengths 5 and 3)": _decoder_layer_inputs(
+                    1, 2, 4, 5, [5, 3]
+                ),
+                "one step: T=1, S=3, lengths 2": _decoder_layer_inputs(2, 1, 1, 3, [2]),
+                "more targets than sources: T=6, S=2, lengths 2 and 1": _decoder_layer_inputs(
+                    3, 2, 6, 2, [2, 1]
+                ),
+                "hidden: batch of 3, T=5, S=6, lengths 6, 1, 4, 4 heads": _decoder_layer_inputs(
+                    4, 3, 5, 6, [6, 1, 4], d_model=8, num_heads=4
+                ),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "self-attention without the causal mask",

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import torch
 
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.efficient import online_softmax_update, tile_step, tiled_attention
 
@@ -49,33 +50,20 @@ register(
         id="ex-08-1",
         function="online_softmax_step",
         reference=online_softmax_step,
-        cases=[
-            Case(
-                "the first block: m = -inf, l = 0, block [1, 3, 2]", _state(-math.inf, 0.0, [1.0, 3.0, 2.0])
-            ),
-            Case("a new maximum: m = 2, l = 1.5, block [0.5, 4]", _state(2.0, 1.5, [0.5, 4.0])),
-            Case("no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]", _state(5.0, 2.25, [1.0, -2.0, 4.5])),
-            Case(
-                "hidden: large scores, m = 700, l = 3, block [710, 690]",
-                _state(700.0, 3.0, [710.0, 690.0]),
-                hidden=True,
-            ),
-            Case(
-                "hidden: a masked key, m = 1, l = 1, block [-inf, 2, 0]",
-                _state(1.0, 1.0, [-math.inf, 2.0, 0.0]),
-                hidden=True,
-            ),
-            Case(
-                "hidden: a block of one score, m = 0.5, l = 2, block [3]",
-                _state(0.5, 2.0, [3.0]),
-                hidden=True,
-            ),
-            Case(
-                "hidden: a smaller block, m = 4, l = 1.25, block [1, 2]",
-                _state(4.0, 1.25, [1.0, 2.0]),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "the first block: m = -inf, l = 0, block [1, 3, 2]": _state(-math.inf, 0.0, [1.0, 3.0, 2.0]),
+                "a new maximum: m = 2, l = 1.5, block [0.5, 4]": _state(2.0, 1.5, [0.5, 4.0]),
+                "no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]": _state(5.0, 2.25, [1.0, -2.0, 4.5]),
+                "hidden: large scores, m = 700, l = 3, block [710, 690]": _state(700.0, 3.0, [710.0, 690.0]),
+                "hidden: a masked key, m = 1, l = 1, block [-inf, 2, 0]": _state(
+                    1.0, 1.0, [-math.inf, 2.0, 0.0]
+                ),
+                "hidden: a block of one score, m = 0.5, l = 2, block [3]": _state(0.5, 2.0, [3.0]),
+                "hidden: a smaller block, m = 4, l = 1.25, block [1, 2]": _state(4.0, 1.25, [1.0, 2.0]),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the old sum is not rescaled when the maximum grows",
@@ -181,23 +169,21 @@ register(
         id="ex-08-2",
         function="tile_update",
         reference=tile_update,
-        cases=[
-            Case(
-                "the first tile: 4 queries, 3 keys, d = 8 (m = -inf, l = 0, acc = 0)",
-                _tile_inputs((4, 8), 3, 5, True, 0),
-            ),
-            Case(
-                "a second tile after an earlier one: 4 queries, 6 keys", _tile_inputs((4, 8), 6, 5, False, 1)
-            ),
-            Case(
-                "batched heads: (2, 3) x 5 queries, 4 keys, d = 6", _tile_inputs((2, 3, 5, 6), 4, 2, False, 2)
-            ),
-            Case("hidden: one query, 7 keys, later tile", _tile_inputs((1, 16), 7, 3, False, 3), hidden=True),
-            Case("hidden: batch 2, first tile", _tile_inputs((2, 3, 4), 5, 4, True, 4), hidden=True),
-            Case(
-                "hidden: a tile of one key, later tile", _tile_inputs((2, 3, 4), 1, 2, False, 5), hidden=True
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "the first tile: 4 queries, 3 keys, d = 8 (m = -inf, l = 0, acc = 0)": _tile_inputs(
+                    (4, 8), 3, 5, True, 0
+                ),
+                "a second tile after an earlier one: 4 queries, 6 keys": _tile_inputs((4, 8), 6, 5, False, 1),
+                "batched heads: (2, 3) x 5 queries, 4 keys, d = 6": _tile_inputs(
+                    (2, 3, 5, 6), 4, 2, False, 2
+                ),
+                "hidden: one query, 7 keys, later tile": _tile_inputs((1, 16), 7, 3, False, 3),
+                "hidden: batch 2, first tile": _tile_inputs((2, 3, 4), 5, 4, True, 4),
+                "hidden: a tile of one key, later tile": _tile_inputs((2, 3, 4), 1, 2, False, 5),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the accumulated output is not rescaled",
@@ -304,13 +290,16 @@ register(
         id="ex-08-3",
         function="kv_decode_step",
         reference=kv_decode_step,
-        cases=[
-            Case("B=1, H=2, 5 cached positions, d=4", _decode_inputs(1, 2, 5, 4, 4, 0)),
-            Case("B=2, H=3, 1 cached position, d=8, dv=3", _decode_inputs(2, 3, 1, 8, 3, 1)),
-            Case("an empty cache: B=1, H=1, d=4", _decode_inputs(1, 1, 0, 4, 2, 2)),
-            Case("hidden: B=3, H=2, 9 cached positions", _decode_inputs(3, 2, 9, 6, 5, 3), hidden=True),
-            Case("hidden: an empty cache, B=2, H=2", _decode_inputs(2, 2, 0, 3, 3, 4), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "B=1, H=2, 5 cached positions, d=4": _decode_inputs(1, 2, 5, 4, 4, 0),
+                "B=2, H=3, 1 cached position, d=8, dv=3": _decode_inputs(2, 3, 1, 8, 3, 1),
+                "an empty cache: B=1, H=1, d=4": _decode_inputs(1, 1, 0, 4, 2, 2),
+                "hidden: B=3, H=2, 9 cached positions": _decode_inputs(3, 2, 9, 6, 5, 3),
+                "hidden: an empty cache, B=2, H=2": _decode_inputs(2, 2, 0, 3, 3, 4),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "the query attends to the cache before the new key and value are appended",
@@ -408,18 +397,19 @@ register(
         id="ex-08-4",
         function="attention_backward",
         reference=attention_backward,
-        cases=[
-            Case("one head: 4 queries, 4 keys, d = 3", _backward_inputs((), 4, 4, 3, 3, 0)),
-            Case("2 heads, 5 queries, 7 keys, d = 4, dv = 3", _backward_inputs((2,), 5, 7, 4, 3, 1)),
-            Case("batch 2 x 3 heads, 6 queries, 6 keys", _backward_inputs((2, 3), 6, 6, 4, 4, 2)),
-            Case("hidden: one query, 9 keys", _backward_inputs((2,), 1, 9, 5, 2, 3), hidden=True),
-            Case("hidden: one key (every weight is 1)", _backward_inputs((3,), 4, 1, 2, 3, 4), hidden=True),
-            Case(
-                "hidden: large logits (nearly one-hot weights)",
-                _backward_inputs((2,), 5, 5, 4, 4, 5, logit_scale=8.0),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "one head: 4 queries, 4 keys, d = 3": _backward_inputs((), 4, 4, 3, 3, 0),
+                "2 heads, 5 queries, 7 keys, d = 4, dv = 3": _backward_inputs((2,), 5, 7, 4, 3, 1),
+                "batch 2 x 3 heads, 6 queries, 6 keys": _backward_inputs((2, 3), 6, 6, 4, 4, 2),
+                "hidden: one query, 9 keys": _backward_inputs((2,), 1, 9, 5, 2, 3),
+                "hidden: one key (every weight is 1)": _backward_inputs((3,), 4, 1, 2, 3, 4),
+                "hidden: large logits (nearly one-hot weights)": _backward_inputs(
+                    (2,), 5, 5, 4, 4, 5, logit_scale=8.0
+                ),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "dS = P * dP: the softmax's coupling term D is missing",

@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.positions import alibi_bias, apply_rope, sinusoidal_encoding
 
 _POSITIONS = (
@@ -47,12 +48,15 @@ register(
         id="ex-09-1",
         function="sinusoidal_table",
         reference=sinusoidal_table,
-        cases=[
-            Case("4 positions, d_model 6", lambda: (4, 6)),
-            Case("10 positions, d_model 8", lambda: (10, 8)),
-            Case("1 position, d_model 2", lambda: (1, 2)),
-            Case("hidden: 64 positions, d_model 16", lambda: (64, 16), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "4 positions, d_model 6": (4, 6),
+                "10 positions, d_model 8": (10, 8),
+                "1 position, d_model 2": (1, 2),
+                "hidden: 64 positions, d_model 16": (64, 16),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "sine and cosine swapped",
@@ -130,12 +134,15 @@ register(
         id="ex-09-2",
         function="rope",
         reference=rope,
-        cases=[
-            Case("one sequence: 5 positions, E = 4", _rope_inputs((5, 4), 0)),
-            Case("batch 2, heads 3, 6 positions, E = 8", _rope_inputs((2, 3, 6, 8), 1)),
-            Case("float32 input, 4 positions, E = 6", _rope_inputs((4, 6), 2, torch.float32)),
-            Case("hidden: batch 3, 40 positions, E = 16", _rope_inputs((3, 40, 16), 3), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "one sequence: 5 positions, E = 4": _rope_inputs((5, 4), 0),
+                "batch 2, heads 3, 6 positions, E = 8": _rope_inputs((2, 3, 6, 8), 1),
+                "float32 input, 4 positions, E = 6": _rope_inputs((4, 6), 2, torch.float32),
+                "hidden: batch 3, 40 positions, E = 16": _rope_inputs((3, 40, 16), 3),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "rotates the other way (sign of the sine flipped)",
@@ -199,12 +206,15 @@ register(
         id="ex-09-3",
         function="alibi",
         reference=alibi,
-        cases=[
-            Case("2 heads, 4 positions", lambda: (2, 4)),
-            Case("8 heads, 5 positions", lambda: (8, 5)),
-            Case("1 head, 1 position", lambda: (1, 1)),
-            Case("hidden: 4 heads, 12 positions", lambda: (4, 12), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "2 heads, 4 positions": (2, 4),
+                "8 heads, 5 positions": (8, 5),
+                "1 head, 1 position": (1, 1),
+                "hidden: 4 heads, 12 positions": (4, 12),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "slopes start at h = 0 (the first head gets slope 1)",

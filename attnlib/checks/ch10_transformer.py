@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlib.chapters.tiny_lm import TinyDecoderLM
-from attnlib.checks._cases import optimiser_step
-from attnlib.checks.core import Case, Exercise, Misconception, register
+from attnlib.checks._cases import cases, optimiser_step
+from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.transformer import TransformerBlock
 
 # Every case builds its model with a private generator: no global random state is read or changed.
@@ -82,14 +82,17 @@ register(
         id="ex-10-1",
         function="block_forward",
         reference=block_forward,
-        cases=[
-            Case("batch 2, 5 positions, D = 8, 2 heads", _block_inputs(2, 5, 8, 2, 0)),
-            Case("batch 1, 1 position, D = 4, 1 head", _block_inputs(1, 1, 4, 1, 1)),
-            Case(
-                "float32, batch 3, 6 positions, D = 12, 3 heads", _block_inputs(3, 6, 12, 3, 2, torch.float32)
-            ),
-            Case("hidden: batch 4, 9 positions, D = 16, 4 heads", _block_inputs(4, 9, 16, 4, 3), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "batch 2, 5 positions, D = 8, 2 heads": _block_inputs(2, 5, 8, 2, 0),
+                "batch 1, 1 position, D = 4, 1 head": _block_inputs(1, 1, 4, 1, 1),
+                "float32, batch 3, 6 positions, D = 12, 3 heads": _block_inputs(
+                    3, 6, 12, 3, 2, torch.float32
+                ),
+                "hidden: batch 4, 9 positions, D = 16, 4 heads": _block_inputs(4, 9, 16, 4, 3),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "post-norm: the LayerNorm comes after the residual sum",
@@ -195,11 +198,14 @@ register(
         id="ex-10-2",
         function="train_steps",
         reference=train_steps,
-        cases=[
-            Case("3 batches of 2 sequences, 6 tokens", _train_inputs(3, 2, 6, 0)),
-            Case("1 batch of 4 sequences, 5 tokens", _train_inputs(1, 4, 5, 1)),
-            Case("hidden: 5 batches of 3 sequences, 8 tokens", _train_inputs(5, 3, 8, 2), hidden=True),
-        ],
+        cases=cases(
+            None,
+            {
+                "3 batches of 2 sequences, 6 tokens": _train_inputs(3, 2, 6, 0),
+                "1 batch of 4 sequences, 5 tokens": _train_inputs(1, 4, 5, 1),
+                "hidden: 5 batches of 3 sequences, 8 tokens": _train_inputs(5, 3, 8, 2),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "gradients are never reset (no zero_grad)",
@@ -301,16 +307,15 @@ register(
         id="ex-10-3",
         function="generate_cached",
         reference=generate_cached,
-        cases=[
-            Case("1 sequence, prompt of 4, 5 new tokens", _gen_inputs(1, 4, 5, 0)),
-            Case("batch 3, prompt of 2, 6 new tokens, 2 layers", _gen_inputs(3, 2, 6, 1, layers=2)),
-            Case("batch 2, prompt of 1, 1 new token", _gen_inputs(2, 1, 1, 2)),
-            Case(
-                "hidden: batch 4, prompt of 5, 9 new tokens, 2 layers",
-                _gen_inputs(4, 5, 9, 4, 2),
-                hidden=True,
-            ),
-        ],
+        cases=cases(
+            None,
+            {
+                "1 sequence, prompt of 4, 5 new tokens": _gen_inputs(1, 4, 5, 0),
+                "batch 3, prompt of 2, 6 new tokens, 2 layers": _gen_inputs(3, 2, 6, 1, layers=2),
+                "batch 2, prompt of 1, 1 new token": _gen_inputs(2, 1, 1, 2),
+                "hidden: batch 4, prompt of 5, 9 new tokens, 2 layers": _gen_inputs(4, 5, 9, 4, 2),
+            },
+        ),
         misconceptions=[
             Misconception(
                 "every new token is placed at position 0",
