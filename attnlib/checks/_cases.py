@@ -6,7 +6,14 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from attnlib.checks.core import Case
+
+# the three 5-dimensional embeddings of "This is book", the worked example of chapters 03 and 04
+THIS_IS_BOOK = np.array(
+    [[0.1, -0.3, 0.5, -0.2, 0.7], [-0.6, 0.2, 0.9, -0.1, 0.3], [0.8, -0.5, -0.4, 0.6, -0.9]]
+)
 
 
 def optimiser_step(optimizer: Any, loss: Any, *, zero_grad: bool = True, step: bool = True) -> Any:
@@ -56,3 +63,30 @@ def cases(
             make = functools.partial(make_inputs, *row)
         out.append(Case(name, make, hidden=name.startswith("hidden:")))
     return out
+
+
+def inverted(mask_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``mask_fn`` with its boolean answer flipped: the wrong answer of a mask exercise whose True
+    means *blocked* (in this course True means *may attend*)."""
+
+    def wrong(*args):
+        return ~mask_fn(*args)
+
+    return wrong
+
+
+def x_wq_wk(shape_x: tuple, d_k: int, seed: int, scale: float = 1.0) -> tuple:
+    """Embeddings x ``shape_x`` (times ``scale``) and W_Q, W_K (d_model, d_k), drawn in that order.
+
+    The inputs of the score exercises of chapters 03 and 04 (``(x, w_q, w_k)``).
+    """
+    rng = np.random.default_rng(seed)
+    d_model = shape_x[-1]
+    x = rng.normal(size=shape_x) * scale
+    return x, rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_k))
+
+
+def this_is_book(scale: float = 1.0) -> tuple:
+    """The embeddings of "This is book" (3, 5), times ``scale``, with W_Q and W_K (5, 3) from seed 1."""
+    rng = np.random.default_rng(1)
+    return THIS_IS_BOOK * scale, rng.normal(size=(5, 3)), rng.normal(size=(5, 3))

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from attnlib import numpy as anp
-from attnlib.checks._cases import cases
+from attnlib.checks._cases import cases, this_is_book, x_wq_wk
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import (
     ATTENTION_IMPLEMENTATIONS,
@@ -39,9 +39,6 @@ def attention_output(q, k, v):
 # --------------------------------------------------------------------------- inputs
 
 WORDS = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=np.float64)
-THIS_IS_BOOK = np.array(  # the three 5-dimensional embeddings of "This is book"
-    [[0.1, -0.3, 0.5, -0.2, 0.7], [-0.6, 0.2, 0.9, -0.1, 0.3], [0.8, -0.5, -0.4, 0.6, -0.9]]
-)
 
 
 def _worked_weights():
@@ -63,16 +60,6 @@ def _projections(shape_x, d_k, d_v, seed):
         rng.normal(size=(d_model, d_k)),
         rng.normal(size=(d_model, d_v)),
     )
-
-
-def _this_is_book():
-    rng = np.random.default_rng(1)
-    return THIS_IS_BOOK.copy(), rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
-
-
-def _scores_inputs(shape_x, d_k, seed):
-    x, w_q, w_k, _ = _projections(shape_x, d_k, 1, seed)
-    return x, w_q, w_k
 
 
 def _random(shape, seed, scale=1.0):
@@ -174,9 +161,9 @@ register(
         function="attention_scores",
         reference=attention_scores,
         cases=cases(
-            _scores_inputs,
+            x_wq_wk,
             {
-                '"This is book": 3 tokens, d_model=5, d_k=3': _this_is_book,
+                '"This is book": 3 tokens, d_model=5, d_k=3': this_is_book,
                 "6 tokens, d_model=4, d_k=2": ((6, 4), 2, 3),
                 "a batch: x (2, 4, 6), d_k=3": ((2, 4, 6), 3, 4),
                 "hidden: x (3, 5, 8), d_k=4": ((3, 5, 8), 4, 5),

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from attnlib import numpy as anp
-from attnlib.checks._cases import cases
+from attnlib.checks._cases import cases, this_is_book, x_wq_wk
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import (
     ATTENTION_IMPLEMENTATIONS,
@@ -136,23 +136,6 @@ def _visible_logit_cases(shape, seed):
 def _qk(L, S, d_k, seed, batch=()):
     rng = np.random.default_rng(seed)
     return rng.normal(size=(*batch, L, d_k)), rng.normal(size=(*batch, S, d_k))
-
-
-def _x_wq_wk(shape_x, d_k, seed, scale=1.0):
-    rng = np.random.default_rng(seed)
-    d_model = shape_x[-1]
-    x = rng.normal(size=shape_x) * scale
-    return x, rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_k))
-
-
-THIS_IS_BOOK = np.array(
-    [[0.1, -0.3, 0.5, -0.2, 0.7], [-0.6, 0.2, 0.9, -0.1, 0.3], [0.8, -0.5, -0.4, 0.6, -0.9]]
-)
-
-
-def _this_is_book():
-    rng = np.random.default_rng(1)
-    return THIS_IS_BOOK * 3.0, rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
 
 
 # --------------------------------------------------------------------------- exercises
@@ -323,9 +306,9 @@ register(
         function="attention_weights",
         reference=attention_weights,
         cases=cases(
-            _x_wq_wk,
+            x_wq_wk,
             {
-                '"This is book": d_model=5, d_k=3': _this_is_book,
+                '"This is book": d_model=5, d_k=3': lambda: this_is_book(3.0),
                 "6 tokens, d_model=8, d_k=2": ((6, 8), 2, 9),
                 "large inputs: scores in the thousands": ((4, 6), 3, 10, 40.0),
                 "hidden: a batch (2, 5, 12), d_k=4": ((2, 5, 12), 4, 11, 3.0),

@@ -7,7 +7,7 @@ import math
 import torch
 
 from attnlib.attention import scaled_dot_product_attention
-from attnlib.checks._cases import cases
+from attnlib.checks._cases import cases, inverted
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.masks import causal_mask, padding_mask
@@ -42,7 +42,7 @@ register(
         misconceptions=[
             Misconception(
                 "the mask is inverted (True marks the padding)",
-                lambda lengths, max_len: ~padding_mask(lengths, max_len),
+                inverted(padding_mask),
                 "in this course True means *may attend*: real tokens are True, padding is False.",
             ),
             Misconception(
@@ -96,7 +96,7 @@ register(
         misconceptions=[
             Misconception(
                 "the mask is inverted (True marks the future)",
-                lambda q_len, k_len: ~causal_mask(q_len, k_len),
+                inverted(causal_mask),
                 "True means *may attend*: query i may attend to keys 0 .. i, so the True entries "
                 "are on and below the diagonal.",
             ),

@@ -13,7 +13,7 @@ from attnlib.chapters.cross_attention import (
     source_key_mask,
 )
 from attnlib.chapters.seq2seq import BOS, EOS, PAD
-from attnlib.checks._cases import cases
+from attnlib.checks._cases import cases, inverted
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 
@@ -194,7 +194,7 @@ register(
         misconceptions=[
             Misconception(
                 "the mask is inverted (True at the padding)",
-                lambda lengths, S: ~source_key_mask(lengths, S),
+                inverted(source_key_mask),
                 "True means may attend: True at the real tokens, positions j < length.",
             ),
             Misconception(
@@ -251,24 +251,27 @@ def _decode_inputs(batch_size, src_len, seed, eos_bias, max_len):
     return model.step, model.initial_state(), batch_size, max_len
 
 
-def _greedy_variant(
-    step, state, batch_size, max_len, *, pad_after=True, pad_eos=False, feed_bos=False, stop_batch=False
-):
-    prev = torch.full((batch_size,), BOS, dtype=torch.long)
-    finished = torch.zeros(batch_size, dtype=torch.bool)
-    out = []
-    for _ in range(max_len):
-        logits, state = step(prev, state)
-        token = logits.argmax(dim=-1)
-        if pad_after:
-            token = torch.where(finished, PAD, token)
-        is_eos = token == EOS
-        finished = finished | is_eos
-        out.append(torch.where(is_eos, PAD, token) if pad_eos else token)
-        prev = torch.full_like(token, BOS) if feed_bos else token
-        if stop_batch and is_eos.any():
-            break
-    return torch.stack(out, dim=1)
+def _greedy_variant(*, pad_after=True, pad_eos=False, feed_bos=False, stop_batch=False):
+    """A greedy decoder with one of the mistakes of ex-07-3 switched on (by default: none)."""
+
+    def decode(step, state, batch_size, max_len):
+        prev = torch.full((batch_size,), BOS, dtype=torch.long)
+        finished = torch.zeros(batch_size, dtype=torch.bool)
+        out = []
+        for _ in range(max_len):
+            logits, state = step(prev, state)
+            token = logits.argmax(dim=-1)
+            if pad_after:
+                token = torch.where(finished, PAD, token)
+            is_eos = token == EOS
+            finished = finished | is_eos
+            out.append(torch.where(is_eos, PAD, token) if pad_eos else token)
+            prev = torch.full_like(token, BOS) if feed_bos else token
+            if stop_batch and is_eos.any():
+                break
+        return torch.stack(out, dim=1)
+
+    return decode
 
 
 register(
@@ -290,22 +293,22 @@ register(
         misconceptions=[
             Misconception(
                 "does not stop at EOS: tokens after EOS are kept",
-                lambda *a: _greedy_variant(*a, pad_after=False),
+                _greedy_variant(pad_after=False),
                 "once a sequence has produced EOS it is finished: every later position holds PAD.",
             ),
             Misconception(
                 "the EOS itself is replaced by PAD",
-                lambda *a: _greedy_variant(*a, pad_eos=True),
+                _greedy_variant(pad_eos=True),
                 "keep the EOS token in the output; only the positions after it become PAD.",
             ),
             Misconception(
                 "feeds BOS (a fixed token) at every step instead of the prediction",
-                lambda *a: _greedy_variant(*a, feed_bos=True),
+                _greedy_variant(feed_bos=True),
                 "at inference there is no gold token: the next input is the token just predicted.",
             ),
             Misconception(
                 "stops the whole batch when the first sequence ends",
-                lambda *a: _greedy_variant(*a, stop_batch=True),
+                _greedy_variant(stop_batch=True),
                 "sequences end at different steps: run all max_len steps (the output is (B, max_len))"
                 " and PAD only the finished rows.",
             ),
