@@ -102,8 +102,6 @@ register(
                 "positions count from 0: the last real token of a sequence of length n sits at n - 1.",
             ),
         ],
-        rtol=1e-5,
-        atol=1e-6,
         forbidden=("attnlib.chapters.seq2seq.final_state_context",),
         hints=(
             "the context is the encoder's state after it has read the last *real* token of each "
