@@ -112,12 +112,18 @@ def point_font_faces(css: str, fonts: dict[str, str]) -> str:
     return css
 
 
+def site_pages(outdir: Path) -> list[Path]:
+    """The written pages: every .html file outside ``_static`` (where the theme's own
+    templates, such as webpack-macros.html, are copied as they are)."""
+    return sorted(p for p in Path(outdir).rglob("*.html") if "_static" not in p.relative_to(outdir).parts)
+
+
 def slim_site(outdir: Path) -> dict:
     """Drop fontawesome.js from every page and cut the icon fonts; return what was done."""
     outdir = Path(outdir)
     theme_css = outdir / THEME_CSS
     report = {"pages": 0, "icons": [], "fonts": {}, "cut": False}
-    pages = sorted(outdir.rglob("*.html"))
+    pages = site_pages(outdir)
     texts = []
     for page in pages:
         text = page.read_text(encoding="utf-8")

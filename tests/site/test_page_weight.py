@@ -204,7 +204,7 @@ def test_no_page_loads_the_icon_script_and_the_cut_fonts_hold_every_icon(built_b
     from fontTools.ttLib import TTFont
 
     html, _ = built_book
-    pages = sorted(html.rglob("*.html"))
+    pages = course_icons.site_pages(html)
     assert pages
     with_script = [
         str(p.relative_to(html)) for p in pages if "fontawesome.js" in p.read_text(encoding="utf-8")

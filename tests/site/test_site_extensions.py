@@ -172,6 +172,8 @@ def _small_site(tmp_path: Path) -> Path:
     (out / "book" / "a.html").write_text(head + '<i class="fa-solid fa-bars"></i>', encoding="utf-8")
     (out / "index.html").write_text(head + '<i class="fab fa-github"></i>', encoding="utf-8")
     (out / "_static" / "theme.js").write_text('e.classList="fa-solid fa-xmark"', encoding="utf-8")
+    macros = "<script defer src=\"{{ pathto('_static/scripts/fontawesome.js', 1) }}\"></script>"
+    (out / "_static" / "webpack-macros.html").write_text(macros, encoding="utf-8")  # a template
     return out
 
 
@@ -193,6 +195,7 @@ def test_the_site_loses_the_script_and_its_fonts_keep_only_the_icons_in_use(tmp_
     out = _small_site(tmp_path)
     report = course_icons.slim_site(out)
     assert report["pages"] == 2 and report["cut"]
+    assert course_icons.site_pages(out) == [out / "book" / "a.html", out / "index.html"]
     for page in (out / "index.html", out / "book" / "a.html"):
         text = page.read_text(encoding="utf-8")
         assert "fontawesome.js" not in text and "custom icons" not in text
