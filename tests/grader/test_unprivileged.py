@@ -11,8 +11,9 @@ the isolation it can get (``userns`` where unprivileged user namespaces are
 allowed, else ``none``) and its summary says what that lacks.
 
 They skip, saying why, where this cannot be set up: not root (the other grader
-tests are then the unprivileged run), no ``unshare`` or ``setpriv``, or a
-platform that refuses a mount namespace or the change of uid.
+tests are then the unprivileged run), no ``unshare`` or ``setpriv``, a checkout
+that other users cannot enter (such as a ``mktemp -d`` clone), or a platform that
+refuses a mount namespace or the change of uid.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def _unprivileged_home() -> Path:
         pytest.skip("not root: the grader's tests already run unprivileged here")
     if not sys.platform.startswith("linux") or not shutil.which("unshare") or not shutil.which("setpriv"):
         pytest.skip("needs Linux with unshare and setpriv (util-linux)")
+    mode = os.stat(ROOT).st_mode & 0o777
+    if not mode & 0o001:
+        # The namespace opens up the folders *above* what it needs, one child each; a checkout
+        # that other users cannot enter itself (a `mktemp -d` clone, mode 0700) would be cut
+        # down to its .venv. An instructor who is not root owns their checkout, which this run
+        # cannot imitate without changing the host's permissions.
+        pytest.skip(f"the checkout {ROOT} is not enterable by other users (mode {mode:o})")
     home = Path(tempfile.mkdtemp(prefix="coursetools-nobody-"))
     os.chown(home, NOBODY, NOBODY)
     return home
