@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,24 +67,20 @@ def _find(candidates, name):
     return shutil.which(name)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    chromium = _find(CHROMIUM_CANDIDATES, "chromium")
-    chromedriver = _find(CHROMEDRIVER_CANDIDATES, "chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip(
-            "browser test skipped: Debian's Chromium and chromedriver are not installed "
-            f"(chromium: {chromium}, chromedriver: {chromedriver}); "
-            "install them with `apt-get install chromium chromium-driver` (.ci/run does this)"
-        )
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="browser test skipped: the selenium package is not installed in .venv"
-    )
+def chromium_paths() -> tuple[str | None, str | None]:
+    """(chromium, chromedriver): Debian's, else whatever is on PATH; None where missing."""
+    return _find(CHROMIUM_CANDIDATES, "chromium"), _find(CHROMEDRIVER_CANDIDATES, "chromedriver")
+
+
+@contextmanager
+def headless_chromium(chromium: str, chromedriver: str, prefix: str = "course-chromium-"):
+    """A headless Chromium driven by selenium, with a fresh profile folder removed afterwards."""
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    profile = tempfile.mkdtemp(prefix="course-chromium-")
+    profile = tempfile.mkdtemp(prefix=prefix)
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -101,18 +98,41 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def site(built_book):
-    """(base URL, html folder) of the built site served on 127.0.0.1, a random free port."""
-    html, _ = built_book
+@contextmanager
+def served(html: Path):
+    """The base URL of ``html`` served on 127.0.0.1, a random free port, while the block runs."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(html)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", html
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, chromedriver = chromium_paths()
+    if not chromium or not chromedriver:
+        pytest.skip(
+            "browser test skipped: Debian's Chromium and chromedriver are not installed "
+            f"(chromium: {chromium}, chromedriver: {chromedriver}); "
+            "install them with `apt-get install chromium chromium-driver` (.ci/run does this)"
+        )
+    pytest.importorskip(
+        "selenium.webdriver", reason="browser test skipped: the selenium package is not installed in .venv"
+    )
+    with headless_chromium(chromium, chromedriver) as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def site(built_book):
+    """(base URL, html folder) of the built site served on 127.0.0.1, a random free port."""
+    html, _ = built_book
+    with served(html) as base_url:
+        yield base_url, html
 
 
 # JavaScript run in the page --------------------------------------------------------------------

@@ -275,33 +275,15 @@ def test_figure_text_is_readable_at_laptop_and_phone_width(entry, browser, site,
 
 def main(argv: list[str]) -> int:
     """Measure a built site folder: python tests/site/test_figures.py HTML [OUT.json]."""
-    import tempfile
-    import threading
-    from functools import partial
-    from http.server import ThreadingHTTPServer
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from test_browser import CHROMIUM_FLAGS, _QuietHandler
+    from test_browser import chromium_paths, headless_chromium, served
 
     html = Path(argv[0]).resolve()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(html)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}/"
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='course-figures-')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
     rows = []
-    try:
+    with served(html) as base_url, headless_chromium(*chromium_paths(), "course-figures-") as driver:
         for entry in PAGES:
             if (html / f"{entry}.html").is_file():
                 for width in WIDTHS:
                     rows += measure_page(driver, base_url, html, entry, width)
-    finally:
-        driver.quit()
-        server.shutdown()
     data = {"minimum_text_px": {str(k): v for k, v in MIN_TEXT_PX.items()}, "summary": summary(rows)}
     data["figures"] = rows
     if len(argv) > 1:

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import course_icons  # noqa: E402
 
 sys.path.pop(0)
-from test_browser import CHROMIUM_FLAGS, PAGES, _QuietHandler, browser, site  # noqa: E402,F401 (fixtures)
+from test_browser import PAGES, browser, site  # noqa: E402,F401 (fixtures)
 
 ARTIFACTS = ROOT / "test-artifacts" / "site-checks"
 # A page's icon fonts together, cut to the site's icons (the three whole WOFF2 fonts are 300 KB).
@@ -290,31 +290,14 @@ def test_first_visit_weight(entry, browser, site, _weight_results, _served_cmaps
 
 def main(argv: list[str]) -> int:
     """Measure a built site folder: python tests/site/test_page_weight.py HTML [OUT.json]."""
-    import tempfile
-    import threading
-    from functools import partial
-    from http.server import ThreadingHTTPServer
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    from test_browser import chromium_paths, headless_chromium, served
 
     html = Path(argv[0]).resolve()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(html)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}/"
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='course-weight-')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
     results = {}
-    try:
+    with served(html) as base_url, headless_chromium(*chromium_paths(), "course-weight-") as driver:
         for entry in PAGES:
             if (html / f"{entry}.html").is_file():
                 results[entry] = measure_page(driver, base_url, html, entry)
-    finally:
-        driver.quit()
-        server.shutdown()
     from fontTools.ttLib import TTFont
 
     webfonts = html / course_icons.WEBFONTS
