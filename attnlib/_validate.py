@@ -288,6 +288,17 @@ def check_positive_int(fn: str, name: str, value: object) -> int:
     return int(value)
 
 
+def check_probability(fn: str, name: str, value: object) -> float:
+    """A dropout probability must be a real number in [0, 1) (bool is not one).
+
+    TypeError for a non-number, ValueError for a number outside [0, 1) or NaN.
+    """
+    _check_number(fn, name, value, "a probability in [0, 1)")
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or not 0.0 <= value < 1.0:
+        raise ValueError(f"{fn}: {name} must be a probability in [0, 1), got {value!r}")
+    return float(value)
+
+
 def check_dim(fn: str, dim: object, ndim: int) -> int:
     """`dim` must be an int in [-ndim, ndim) (a 0-d input counts as 1-d, as in torch); return it >= 0."""
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):

@@ -42,7 +42,8 @@ tiled_attention
     FlashAttention-2's backward (Dao 2023) that recomputes every tile from the
     saved per-row log-sum-exp instead of storing the scores
 grouped_query_attention, repeat_kv
-    multi-query and grouped-query attention
+    multi-query and grouped-query attention (``tiled_attention(...,
+    enable_gqa=True)``, the flag of torch's SDPA)
 KVCache, decode_step, kv_cache_bytes
     incremental decoding with a key/value cache, and its memory
 """
@@ -148,7 +149,7 @@ def online_softmax_numpy(scores: np.ndarray, block_size: int) -> tuple[np.ndarra
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 1:
         raise ValueError(f"scores must be 1-D with shape (S,), got shape {scores.shape}")
-    _check_block(block_size, "block_size")
+    _check_counts(1, block_size=block_size)
     m, l = -math.inf, 0.0
     states = []
     for start in range(0, scores.size, block_size):
@@ -195,7 +196,7 @@ def online_attention_row_numpy(
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (k.shape[0],):
             raise ValueError(f"mask must have shape (S,) = ({k.shape[0]},), got {mask.shape}")
-    _check_block(block_size, "block_size")
+    _check_counts(1, block_size=block_size)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[0]) if q.shape[0] else 1.0
 
@@ -328,6 +329,7 @@ def tiled_attention(
     is_causal: bool = False,
     scale: float | None = None,
     *,
+    enable_gqa: bool = False,
     diagonal: int = 0,
     block_q: int = DEFAULT_BLOCK_Q,
     block_k: int = DEFAULT_BLOCK_K,
@@ -357,6 +359,17 @@ def tiled_attention(
         query ``i`` may attend key ``j`` only when ``j <= i + diagonal``;
         key blocks entirely above that diagonal are skipped, not computed
     scale : float, default ``1 / sqrt(E)``
+    enable_gqa : bool, default False
+        grouped-query attention, as the flag of torch's SDPA: query
+        ``(B, Hq, L, E)``, key ``(B, Hkv, S, E)``, value ``(B, Hkv, S, Ev)``
+        with ``Hq`` a multiple of ``Hkv``; query heads ``r g ... (r+1) g - 1``
+        (``g = Hq / Hkv``) share key/value head ``r``, as if every key/value
+        head were repeated ``g`` times (:func:`repeat_kv`), but without the
+        copies: the ``g`` query heads of a group are stacked and multiplied by
+        their shared keys in one matmul; the gradient of a key/value head sums
+        over its group. Multi-query attention when ``Hkv = 1``. Unlike torch,
+        the inputs must then be 4-D (torch also takes more leading dims).
+        ``attn_mask`` broadcasts to ``(B, Hq, L, S)``.
     diagonal : int, default 0
         ``0`` is the top-left alignment of torch's ``is_causal``; ``S - L`` is
         the lower-right alignment used when decoding with a KV cache
@@ -373,19 +386,44 @@ def tiled_attention(
     every tile's probabilities from the saved per-row log-sum-exp instead of
     storing them; it supports one backward pass (no double backward).
     """
+    options = (attn_mask, key_mask, is_causal, diagonal, scale, block_q, block_k)
+    if not isinstance(enable_gqa, bool):
+        raise TypeError(f"tiled_attention: enable_gqa must be a bool, got {type(enable_gqa).__name__}")
+    if enable_gqa:
+        return _grouped_query_attention("tiled_attention(enable_gqa=True)", query, key, value, options)
     fn = "tiled_attention"
     batch, L, S, E, Ev = _check_qkv(fn, query, key, value)
     query, key, value = query.expand(*batch, L, E), key.expand(*batch, S, E), value.expand(*batch, S, Ev)
     n = math.prod(batch)  # g = 1: every query head has its own keys and values
-    options = (attn_mask, key_mask, is_causal, diagonal, scale, block_q, block_k)
     out = _attend_groups(fn, query, key, value, n, 1, batch, *options)
     return out.reshape(*batch, L, Ev)
+
+
+def _grouped_query_attention(fn, query, key, value, options):
+    """tiled_attention with ``enable_gqa=True``: (B, Hq, L, E) queries over (B, Hkv, S, E) keys."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{fn}: {name} must have shape (B, H, seq, dim), got {tuple(t.shape)}")
+    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+    B, Hq, L, E = query.shape
+    Bk, Hkv, S, _ = key.shape
+    if Bk != B or value.shape[0] != B or value.shape[1] != Hkv:
+        raise ValueError(f"{fn}: query, key and value must share B and key/value share Hkv: {shapes}")
+    if Hkv == 0 or Hq % Hkv != 0:
+        raise ValueError(
+            f"{fn}: query heads Hq={Hq} must be a multiple of key/value heads Hkv={Hkv}: {shapes}"
+        )
+    batch, L, S, E, Ev = _check_qkv(fn, query[:, :1], key, value)
+    out = _attend_groups(fn, query, key, value, B * Hkv, Hq // Hkv, (B, Hq), *options)  # Hq/Hkv per group
+    return out.reshape(B, Hq, L, Ev)
 
 
 def _attend_groups(
     fn, query, key, value, n, g, mask_batch, attn_mask, key_mask, is_causal, diagonal, scale, bq, bk
 ):
-    """The common core of :func:`tiled_attention` (g = 1) and :func:`grouped_query_attention`.
+    """The common core of :func:`tiled_attention` (g = 1) and its ``enable_gqa=True`` path.
 
     query (..., L, E) holds n * g heads, key (..., S, E) and value (..., S, Ev) hold n:
     the g query heads next to each other share one key/value head. The masks broadcast
@@ -460,8 +498,7 @@ def _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k):
     runs inside :class:`_TiledAttention`, which saves q, k, v, the output and
     the per-row log-sum-exp for the backward pass.
     """
-    _check_block(block_q, "block_q")
-    _check_block(block_k, "block_k")
+    _check_counts(1, block_q=block_q, block_k=block_k)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
     if isinstance(diagonal, bool) or not isinstance(diagonal, int):
@@ -677,9 +714,12 @@ def _check_qkv(fn, query, key, value):
     return tuple(batch), L, S, query.shape[-1], value.shape[-1]
 
 
-def _check_block(size, name):
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"{name} must be a positive int, got {size!r}")
+def _check_counts(minimum: int, fn: str | None = None, **sizes) -> None:
+    """Refuse a size that is not an int >= ``minimum`` (a bool is not a size), naming it."""
+    for name, x in sizes.items():
+        if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
+            kind = "positive" if minimum == 1 else "non-negative"
+            raise ValueError(f"{fn + ': ' if fn else ''}{name} must be a {kind} int, got {x!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -706,58 +746,16 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 
 def grouped_query_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    key_mask: torch.Tensor | None = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    diagonal: int = 0,
-    block_q: int = DEFAULT_BLOCK_Q,
-    block_k: int = DEFAULT_BLOCK_K,
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args, **kwargs
 ) -> torch.Tensor:
     """Grouped-query attention (GQA); multi-query attention (MQA) when ``Hkv == 1``.
 
-    Parameters
-    ----------
-    query : (B, Hq, L, E)
-    key : (B, Hkv, S, E)
-    value : (B, Hkv, S, Ev)
-        ``Hq`` must be a multiple of ``Hkv``; query heads
-        ``h * Hq/Hkv ... (h+1) * Hq/Hkv - 1`` share key/value head ``h``
-    attn_mask, key_mask, is_causal, scale, diagonal, block_q, block_k
-        as in :func:`tiled_attention` (``attn_mask`` broadcastable to
-        (B, Hq, L, S))
-
-    Returns
-    -------
-    (B, Hq, L, Ev). Equal to attention with the key/value heads repeated
-    (:func:`repeat_kv`), without ever materialising the repeated heads: the
-    ``Hq/Hkv`` query heads of a group are stacked and multiplied by their
-    shared keys in one matmul. Differentiable like :func:`tiled_attention`;
-    the gradient of a key/value head sums over the query heads that share it.
+    The same as ``tiled_attention(query, key, value, ..., enable_gqa=True)``
+    (see ``enable_gqa`` there): query ``(B, Hq, L, E)``, key ``(B, Hkv, S, E)``,
+    value ``(B, Hkv, S, Ev)`` -> ``(B, Hq, L, Ev)``; every other argument as
+    in :func:`tiled_attention`.
     """
-    fn = "grouped_query_attention"
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(f"{fn}: {name} must have shape (B, H, seq, dim), got {tuple(t.shape)}")
-    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-    B, Hq, L, E = query.shape
-    Bk, Hkv, S, _ = key.shape
-    if Bk != B or value.shape[0] != B or value.shape[1] != Hkv:
-        raise ValueError(f"{fn}: query, key and value must share B and key/value share Hkv: {shapes}")
-    if Hkv == 0 or Hq % Hkv != 0:
-        raise ValueError(
-            f"{fn}: query heads Hq={Hq} must be a multiple of key/value heads Hkv={Hkv}: {shapes}"
-        )
-    batch, L, S, E, Ev = _check_qkv(fn, query[:, :1], key, value)
-    options = (attn_mask, key_mask, is_causal, diagonal, scale, block_q, block_k)
-    out = _attend_groups(fn, query, key, value, B * Hkv, Hq // Hkv, (B, Hq), *options)  # Hq/Hkv per group
-    return out.reshape(B, Hq, L, Ev)
+    return tiled_attention(query, key, value, *args, enable_gqa=True, **kwargs)
 
 
 # ---------------------------------------------------------------------------
@@ -778,21 +776,16 @@ def kv_cache_bytes(
     The 2 counts keys and values; ``b`` is the size of one element (from
     ``dtype``, or pass the number of bytes directly).
     """
-    for name, x in (
-        ("layers", layers),
-        ("batch", batch),
-        ("kv_heads", kv_heads),
-        ("seq_len", seq_len),
-        ("head_dim", head_dim),
-    ):
-        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {x!r}")
+    sizes = {"layers": layers, "batch": batch, "kv_heads": kv_heads, "seq_len": seq_len, "head_dim": head_dim}
+    _check_counts(0, "kv_cache_bytes", **sizes)
     if isinstance(dtype, torch.dtype):
         nbytes = torch.empty((), dtype=dtype).element_size()
     elif isinstance(dtype, int) and not isinstance(dtype, bool) and dtype > 0:
         nbytes = dtype
     else:
-        raise ValueError(f"dtype must be a torch.dtype or a positive byte count, got {dtype!r}")
+        raise ValueError(
+            f"kv_cache_bytes: dtype must be a torch.dtype or a positive byte count, got {dtype!r}"
+        )
     return 2 * layers * batch * kv_heads * seq_len * head_dim * nbytes
 
 
@@ -820,15 +813,8 @@ class KVCache:
         device: torch.device | str | None = None,
     ):
         value_dim = head_dim if value_dim is None else value_dim
-        for name, x in (
-            ("batch", batch),
-            ("kv_heads", kv_heads),
-            ("capacity", capacity),
-            ("head_dim", head_dim),
-            ("value_dim", value_dim),
-        ):
-            if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-                raise ValueError(f"{name} must be a positive int, got {x!r}")
+        sizes = {"batch": batch, "kv_heads": kv_heads, "capacity": capacity, "head_dim": head_dim}
+        _check_counts(1, "KVCache", **sizes, value_dim=value_dim)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"KVCache: dtype must be a floating point torch.dtype, got {dtype!r}")
         self._k = torch.zeros(batch, kv_heads, capacity, head_dim, dtype=dtype, device=device)
@@ -961,4 +947,4 @@ def decode_step(
     cache._check_append(key, value)
     past = len(cache)
     keys, values = cache.append(key, value)
-    return grouped_query_attention(query, keys, values, is_causal=True, diagonal=past, scale=scale)
+    return tiled_attention(query, keys, values, is_causal=True, scale=scale, enable_gqa=True, diagonal=past)

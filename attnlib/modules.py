@@ -7,9 +7,10 @@ wrong size is a ValueError naming both sizes, not an error from inside ``matmul`
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from attnlib._validate import as_shape, check_flag, check_length, check_positive_int
+from attnlib._validate import as_shape, check_flag, check_length, check_positive_int, check_probability
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.functional import masked_softmax
 from attnlib.masks import expand_key_mask, merge_key_mask
@@ -283,7 +284,7 @@ def parameter_count(
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention, batch first, equal to ``torch.nn.MultiheadAttention`` (no dropout) (chapter 6).
+    """Multi-head attention, batch first, equal to ``torch.nn.MultiheadAttention`` (chapter 6).
 
     Parameters
     ----------
@@ -291,6 +292,9 @@ class MultiHeadAttention(nn.Module):
         E, model size; also the size of every head's output concatenated.
     num_heads : int
         h; each head has d = E / h features.
+    dropout : float
+        Dropout probability on the attention weights in training, as torch's
+        (default 0: none). Chapter 10's :class:`attnlib.TransformerBlock` uses it.
     bias : bool
         Add biases to the four projections.
     kdim : int, optional
@@ -321,6 +325,7 @@ class MultiHeadAttention(nn.Module):
         self,
         embed_dim: int,
         num_heads: int,
+        dropout: float = 0.0,
         bias: bool = True,
         kdim: int | None = None,
         vdim: int | None = None,
@@ -329,6 +334,7 @@ class MultiHeadAttention(nn.Module):
         embed_dim, num_heads, bias, kdim, vdim = _check_sizes(
             "MultiHeadAttention", embed_dim, num_heads, bias, kdim, vdim
         )
+        self.dropout = check_probability("MultiHeadAttention", "dropout", dropout)  # a float, as torch's
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
@@ -344,6 +350,7 @@ class MultiHeadAttention(nn.Module):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
+        *,
         attn_mask: torch.Tensor | None = None,
         key_mask: torch.Tensor | None = None,
         is_causal: bool = False,
@@ -351,6 +358,11 @@ class MultiHeadAttention(nn.Module):
         average_attn_weights: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Multi-head attention of ``query`` over ``key``/``value``.
+
+        Everything after ``value`` is keyword-only: torch's fourth positional
+        argument is ``key_padding_mask`` (True = padding), so a call ported
+        positionally, ``mha(q, k, v, padding)``, raises ``TypeError`` here
+        instead of reading the padding mask as an ``attn_mask``.
 
         Parameters
         ----------
@@ -370,7 +382,8 @@ class MultiHeadAttention(nn.Module):
         is_causal : bool
             Forbid key j > query i (top-left aligned); may be combined with ``attn_mask``.
         need_weights : bool
-            Also return the attention weights (default False; torch's default is True).
+            Also return the attention weights (default False; torch's default is True);
+            in training with ``dropout > 0`` they are the weights after dropout, as torch's.
         average_attn_weights : bool
             Average the weights over the heads.
 
@@ -414,24 +427,29 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(self.q_proj(query), h)  # (B, L, E) -> (B, h, L, d)
         k = split_heads(self.k_proj(key), h)  # (B, S, kdim) -> (B, h, S, d)
         v = split_heads(self.v_proj(value), h)  # (B, S, vdim) -> (B, h, S, d)
+        drop = self.training and self.dropout > 0.0  # dropout acts on the weights: they are needed
         out = scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=need_weights
+            q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=need_weights or drop
         )
         weights = None
-        if need_weights:
+        if need_weights or drop:
             out, weights = out  # (B, h, L, d), (B, h, L, S)
-            if average_attn_weights:
-                weights = weights.mean(dim=1)  # (B, h, L, S) -> (B, L, S)
+        if drop:  # as torch: each weight zeroed with probability p, the others scaled by 1 / (1 - p)
+            weights = F.dropout(weights, self.dropout)
+            out = weights @ v  # (B, h, L, S) @ (B, h, S, d) -> (B, h, L, d)
+        if need_weights and average_attn_weights:
+            weights = weights.mean(dim=1)  # (B, h, L, S) -> (B, L, S)
         out = self.out_proj(merge_heads(out))  # (B, h, L, d) -> (B, L, E)
-        return out, weights
+        return out, weights if need_weights else None
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` into a new module.
 
         The copy computes the same outputs and weights (batch first, and with
-        ``key_mask = ~key_padding_mask``). Dropout is not copied: compare in
-        eval mode or with ``dropout=0``.
+        ``key_mask = ~key_padding_mask``). The dropout probability is copied;
+        the random draws are the same as torch's with ``need_weights=True``
+        (torch's ``need_weights=False`` path draws its own).
 
         Parameters
         ----------
@@ -467,7 +485,7 @@ class MultiHeadAttention(nn.Module):
         E, h = mha.embed_dim, mha.num_heads
         bias = mha.in_proj_bias is not None
         ref = next(mha.parameters())
-        new = cls(E, h, bias=bias, kdim=mha.kdim, vdim=mha.vdim).to(ref.device, ref.dtype)
+        new = cls(E, h, mha.dropout, bias=bias, kdim=mha.kdim, vdim=mha.vdim).to(ref.device, ref.dtype)
         if mha._qkv_same_embed_dim:
             w_q, w_k, w_v = mha.in_proj_weight.chunk(3, dim=0)  # (3E, E) -> 3 x (E, E)
         else:
@@ -486,7 +504,7 @@ class MultiHeadAttention(nn.Module):
         return new
 
     def to_torch(self) -> nn.MultiheadAttention:
-        """The same weights in a new ``torch.nn.MultiheadAttention(batch_first=True, dropout=0)``.
+        """The same weights and dropout in a new ``torch.nn.MultiheadAttention(batch_first=True)``.
 
         The inverse of :meth:`from_torch`: the result computes the same
         function, given torch's masks: ``key_padding_mask = ~key_mask`` and,
@@ -511,7 +529,7 @@ class MultiHeadAttention(nn.Module):
         mha = nn.MultiheadAttention(
             self.embed_dim,
             self.num_heads,
-            dropout=0.0,
+            dropout=self.dropout,
             bias=bias,
             kdim=self.kdim,
             vdim=self.vdim,

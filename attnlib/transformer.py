@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlib._validate import check_probability
 from attnlib.efficient import KVCache, decode_step
 from attnlib.modules import MultiHeadAttention, merge_heads, split_heads
 
@@ -72,13 +73,11 @@ class TransformerBlock(nn.Module):
                 raise ValueError(f"TransformerBlock: {name} must be >= 1, got {value}")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"TransformerBlock: activation must be 'relu' or 'gelu', got {activation!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"TransformerBlock: dropout must be in [0, 1), got {dropout}")
+        dropout = check_probability("TransformerBlock", "dropout", dropout)
         self.norm_first = norm_first
         self.residual = residual
         self.activation = activation
-        self.attn = MultiHeadAttention(d_model, num_heads)
-        self.attn_dropout = nn.Dropout(dropout)  # on the attention weights
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout)  # dropout on the attention weights
         self.linear1 = nn.Linear(d_model, d_ff) if feed_forward else None
         self.linear2 = nn.Linear(d_ff, d_model) if feed_forward else None
         self.ff_dropout = nn.Dropout(dropout)  # between the two feed-forward layers
@@ -88,31 +87,15 @@ class TransformerBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)  # on the feed-forward sublayer's output
 
     # -- the two sublayers -------------------------------------------------
-    def self_attention(
-        self,
-        x: torch.Tensor,
-        attn_mask: torch.Tensor | None = None,
-        key_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
-    ) -> torch.Tensor:
-        """Multi-head self-attention of x (B, L, D) -> (B, L, D), with dropout on the weights."""
-        if self.attn_dropout.p == 0.0 or not self.training:
-            out, _ = self.attn(x, x, x, attn_mask=attn_mask, key_mask=key_mask, is_causal=is_causal)
-            return out
-        # Dropout on the weights needs them: the per-head weights (B, h, L, S), then weights @ V.
-        _, weights = self.attn(
-            x,
-            x,
-            x,
-            attn_mask=attn_mask,
-            key_mask=key_mask,
-            is_causal=is_causal,
-            need_weights=True,
-            average_attn_weights=False,
-        )
-        v = split_heads(self.attn.v_proj(x), self.attn.num_heads)  # (B, L, D) -> (B, h, L, d)
-        out = self.attn_dropout(weights) @ v  # (B, h, L, L) @ (B, h, L, d) -> (B, h, L, d)
-        return self.attn.out_proj(merge_heads(out))  # (B, h, L, d) -> (B, L, D)
+    def self_attention(self, x: torch.Tensor, **masks) -> torch.Tensor:
+        """Multi-head self-attention of x (B, L, D) -> (B, L, D).
+
+        ``masks``: ``attn_mask``, ``key_mask``, ``is_causal``, by keyword, as in
+        :meth:`forward` (they go to :class:`attnlib.MultiHeadAttention`, which
+        also drops out attention weights in training).
+        """
+        out, _ = self.attn(x, x, x, **masks)  # query, key and value all x
+        return out
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         """The position-wise net ``linear2(drop(act(linear1(x))))``, (B, L, D) -> (B, L, D)."""

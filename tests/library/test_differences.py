@@ -118,6 +118,25 @@ def test_need_weights_default():
     assert ours(x, x, x)[1] is None
 
 
+def test_options_after_value_are_keyword_only():
+    """torch's 4th positional argument is key_padding_mask (True = padding); ours take none."""
+    ours, theirs = pair()
+    x = randn(2, 3, 4)
+    padding = torch.tensor([[False, False, True], [False, False, False]])  # torch: True = padding
+    positional = theirs(x, x, x, padding)[0]  # torch reads it as key_padding_mask
+    torch.testing.assert_close(positional, theirs(x, x, x, key_padding_mask=padding)[0])
+    params = inspect.signature(MultiHeadAttention.forward).parameters
+    assert [p.name for p in params.values() if p.kind is p.POSITIONAL_OR_KEYWORD] == [
+        "self",
+        "query",
+        "key",
+        "value",
+    ]
+    with pytest.raises(TypeError, match="positional argument"):
+        ours(x, x, x, padding)
+    torch.testing.assert_close(ours(x, x, x, key_mask=~padding)[0], positional, atol=1e-12, rtol=1e-12)
+
+
 def test_batch_first_always():
     assert nn.MultiheadAttention(4, 2).batch_first is False  # torch's default layout is (L, B, E)
     assert "batch_first" not in inspect.signature(MultiHeadAttention).parameters
@@ -153,7 +172,7 @@ def test_errors_are_value_and_type_errors():
         attnlib.scaled_dot_product_attention(q, q.float(), q)
 
 
-def test_no_dropout_and_weights_from_sdpa():
+def test_sdpa_has_no_dropout_but_returns_weights():
     q = randn(1, 3, 4)
     F.scaled_dot_product_attention(q, q, q, dropout_p=0.0)  # torch has dropout
     with pytest.raises(TypeError, match="dropout_p"):
@@ -162,5 +181,31 @@ def test_no_dropout_and_weights_from_sdpa():
         F.scaled_dot_product_attention(q, q, q, return_weights=True)
     out, weights = attnlib.scaled_dot_product_attention(q, q, q, return_weights=True)
     torch.testing.assert_close(weights.sum(-1), torch.ones(1, 3, dtype=torch.float64))
-    assert "dropout" in inspect.signature(nn.MultiheadAttention).parameters
-    assert "dropout" not in inspect.signature(MultiHeadAttention).parameters
+
+
+def test_multihead_dropout_draws_as_torch_with_weights():
+    """Not a difference: the layer's dropout (on the weights, in training) is torch's, draw for draw.
+
+    torch draws the same mask with need_weights=True; with need_weights=False it goes through
+    its fused kernel, which draws differently, so only the rate is compared there.
+    """
+    theirs = nn.MultiheadAttention(8, 2, dropout=0.3, batch_first=True).double().train()
+    ours = MultiHeadAttention.from_torch(theirs).train()
+    assert ours.dropout == 0.3 and ours.to_torch().dropout == 0.3
+    x = randn(3, 5, 8)
+    for average in (True, False):
+        torch.manual_seed(9)
+        out_t, w_t = theirs(x, x, x, need_weights=True, average_attn_weights=average)
+        torch.manual_seed(9)
+        out_o, w_o = ours(x, x, x, need_weights=True, average_attn_weights=average)
+        torch.testing.assert_close(out_o, out_t, atol=1e-12, rtol=1e-12)
+        torch.testing.assert_close(w_o, w_t, atol=1e-12, rtol=1e-12)
+    torch.manual_seed(9)
+    _, per_head = ours(x, x, x, need_weights=True, average_attn_weights=False)
+    assert 0 < (per_head == 0).float().mean() < 0.6  # about 30 % of the weights dropped
+    torch.manual_seed(9)
+    out_no_weights, none = ours(x, x, x)  # the same draws without returning the weights
+    assert none is None
+    torch.testing.assert_close(out_no_weights, out_o, atol=0, rtol=0)
+    ours.eval()
+    torch.testing.assert_close(ours(x, x, x)[0], theirs.eval()(x, x, x)[0], atol=1e-12, rtol=1e-12)

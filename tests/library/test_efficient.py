@@ -286,13 +286,15 @@ def test_gqa_equals_repeated_heads(Hq, Hkv, causal):
     q = torch.randn(2, Hq, 13, 8, generator=g)
     k = torch.randn(2, Hkv, 17, 8, generator=g)
     v = torch.randn(2, Hkv, 17, 4, generator=g)
-    out = grouped_query_attention(q, k, v, is_causal=causal, block_q=5, block_k=6)
+    out = tiled_attention(q, k, v, is_causal=causal, enable_gqa=True, block_q=5, block_k=6)
     rep = Hq // Hkv
     expected = reference(q, repeat_kv(k, rep), repeat_kv(v, rep), is_causal=causal)
     torch.testing.assert_close(out, expected, **F32)
     torch.testing.assert_close(
         out, F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True), **F32
     )
+    # grouped_query_attention is the same function under its own name, positional masks included
+    assert torch.equal(grouped_query_attention(q, k, v, None, None, causal, block_q=5, block_k=6), out)
 
 
 def test_gqa_with_masks():
@@ -313,10 +315,17 @@ def test_gqa_with_masks():
 
 def test_gqa_bad_heads():
     q, k, v = qkv(1, 6, 4, 8)
-    with pytest.raises(ValueError, match=r"Hq=6.*Hkv=4.*\(1, 6, 4, 8\)"):
+    with pytest.raises(ValueError, match=r"enable_gqa=True\): query heads Hq=6.*Hkv=4.*\(1, 6, 4, 8\)"):
         grouped_query_attention(q, k[:, :4], v[:, :4])
-    with pytest.raises(ValueError, match=r"\(6, 4, 8\)"):
-        grouped_query_attention(q[0], k, v)
+    with pytest.raises(ValueError, match=r"query must have shape \(B, H, seq, dim\), got \(6, 4, 8\)"):
+        tiled_attention(q[0], k, v, enable_gqa=True)  # torch takes 3-D here; we want (B, H, L, E)
+    with pytest.raises(TypeError, match="enable_gqa must be a bool, got int"):
+        tiled_attention(q, k, v, enable_gqa=1)
+    with pytest.raises(TypeError, match="enable_gqa"):  # the alias sets it itself
+        grouped_query_attention(q, k, v, enable_gqa=False)
+    # without the flag, different head counts are a broadcasting error, as in torch
+    with pytest.raises(ValueError, match=r"tiled_attention: .*\(1, 6, 4, 8\)"):
+        tiled_attention(q, k[:, :3], v[:, :3])
 
 
 # ---------------------------------------------------------------- KV cache
@@ -355,10 +364,19 @@ def test_kv_cache_memory_and_errors():
         cache.append(torch.zeros(2, 4, 1, 8), torch.zeros(2, 4, 1, 8))
     cache.reset()
     assert len(cache) == 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="kv_cache_bytes: kv_heads must be a non-negative int, got -1"):
         kv_cache_bytes(1, 1, -1, 10, 4)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="kv_cache_bytes: head_dim must be a non-negative int, got True"):
+        kv_cache_bytes(1, 1, 1, 10, True)
+    with pytest.raises(
+        ValueError, match="kv_cache_bytes: dtype must be a torch.dtype or a positive byte count"
+    ):
+        kv_cache_bytes(1, 1, 1, 10, 4, dtype=0)
+    assert kv_cache_bytes(0, 1, 1, 10, 4) == 0  # zero is a size here: nothing cached
+    with pytest.raises(ValueError, match="KVCache: batch must be a positive int, got 0"):
         KVCache(batch=0, kv_heads=1, capacity=1, head_dim=1)
+    with pytest.raises(ValueError, match="KVCache: value_dim must be a positive int, got 2.0"):
+        KVCache(batch=1, kv_heads=1, capacity=1, head_dim=1, value_dim=2.0)
 
 
 # ---------------------------------------------------------------- issue 13: precision, edges

@@ -77,11 +77,23 @@ def test_cached_decoding_equals_the_causal_forward():
 def test_dropout_on_weights_only_in_training():
     torch.manual_seed(4)
     block = TransformerBlock(8, 2, 16, dropout=0.5)
+    assert block.attn.dropout == 0.5  # the attention weights' dropout is the layer's own
     x = torch.randn(2, 6, 8)
     block.eval()
     assert torch.equal(block(x), block(x))
     block.train()
     assert not torch.equal(block(x), block(x))
+    # the self-attention sublayer in training: its weights dropped out, as MultiHeadAttention's
+    torch.manual_seed(5)
+    out = block.self_attention(x, is_causal=True)
+    torch.manual_seed(5)
+    _, weights = block.attn(x, x, x, is_causal=True, need_weights=True, average_attn_weights=False)
+    allowed = torch.ones(6, 6, dtype=torch.bool).tril().expand_as(weights)
+    assert 0.3 < (weights[allowed] == 0).float().mean() < 0.7  # about half of the allowed weights
+    assert torch.all(weights[~allowed] == 0)
+    v = block.attn.v_proj(x).unflatten(-1, (2, 4)).transpose(1, 2)  # (B, h, L, d)
+    expected = block.attn.out_proj((weights @ v).transpose(1, 2).flatten(-2))
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-6)
 
 
 def test_gradients_flow_to_every_parameter():
@@ -96,6 +108,13 @@ def test_gradients_flow_to_every_parameter():
         (lambda: TransformerBlock(10, 3, 8), ValueError, "divisible"),
         (lambda: TransformerBlock(8, 2, 0), ValueError, "d_ff"),
         (lambda: TransformerBlock(8, 2, 16, activation="tanh"), ValueError, "activation"),
+        (lambda: TransformerBlock(8, 2, 16, dropout="0.1"), TypeError, "TransformerBlock: dropout"),
+        (lambda: TransformerBlock(8, 2, 16, dropout=-0.1), ValueError, r"TransformerBlock: dropout .*-0.1"),
+        (
+            lambda: TransformerBlock(8, 2, 16).self_attention(torch.randn(1, 2, 8), mask=None),
+            TypeError,
+            "mask",
+        ),
         (lambda: TransformerBlock(8, 2, 16)(torch.randn(2, 3, 9)), ValueError, r"\(B, L, 8\)"),
         (lambda: TransformerBlock.from_torch(nn.Linear(2, 2)), TypeError, "TransformerEncoderLayer"),
         (lambda: TransformerBlock.from_torch(nn.TransformerEncoderLayer(8, 2)), ValueError, "batch_first"),
