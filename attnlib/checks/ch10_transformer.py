@@ -262,7 +262,7 @@ def generate_cached(model: TinyDecoderLM, prompt: torch.Tensor, max_new_tokens: 
     return tokens
 
 
-def _gen_inputs(batch, prompt_len, new, seed, layers=1):
+def _gen_inputs(batch, prompt_len, new, seed, *, layers):
     def make():
         model = CacheOnlyLM(d_model=16, num_heads=2, d_ff=32, num_layers=layers)
         _fill(model, seed, std=0.5).eval()
@@ -310,10 +310,10 @@ register(
         cases=cases(
             None,
             {
-                "1 sequence, prompt of 4, 5 new tokens": _gen_inputs(1, 4, 5, 0),
+                "1 sequence, prompt of 4, 5 new tokens": _gen_inputs(1, 4, 5, 0, layers=1),
                 "batch 3, prompt of 2, 6 new tokens, 2 layers": _gen_inputs(3, 2, 6, 1, layers=2),
-                "batch 2, prompt of 1, 1 new token": _gen_inputs(2, 1, 1, 2),
-                "hidden: batch 4, prompt of 5, 9 new tokens, 2 layers": _gen_inputs(4, 5, 9, 4, 2),
+                "batch 2, prompt of 1, 1 new token": _gen_inputs(2, 1, 1, 2, layers=1),
+                "hidden: batch 4, prompt of 5, 9 new tokens, 2 layers": _gen_inputs(4, 5, 9, 4, layers=2),
             },
         ),
         misconceptions=[
