@@ -147,16 +147,25 @@ def plot_attention(
 ):
     """Draw one attention matrix as a heat map; return the matplotlib ``Axes``.
 
-    Args:
-        weights: (L, S) array or tensor; row i holds query i's weights over the keys.
-        query_labels: L tick labels for the rows (the query tokens).
-        key_labels: S tick labels for the columns (the key tokens).
-        title, xlabel, ylabel: text of the figure; every figure in the course has all three.
-        ax: the Axes to draw into (a new figure if None).
-        annotate: write each weight in its cell (default: when the matrix is at most 12 x 12).
-        colorbar: draw the colour scale beside the matrix (panels that share one can leave it out).
-        vmax: the weight drawn brightest (default: the matrix's largest); panels compared
-            with one colour scale share it.
+    Parameters
+    ----------
+    weights
+        (L, S) array or tensor; row i holds query i's weights over the keys.
+    query_labels
+        L tick labels for the rows (the query tokens).
+    key_labels
+        S tick labels for the columns (the key tokens).
+    title, xlabel, ylabel
+        text of the figure; every figure in the course has all three.
+    ax
+        the Axes to draw into (a new figure if None).
+    annotate
+        write each weight in its cell (default: when the matrix is at most 12 x 12).
+    colorbar
+        draw the colour scale beside the matrix (panels that share one can leave it out).
+    vmax
+        the weight drawn brightest (default: the matrix's largest); panels compared
+        with one colour scale share it.
     """
     import matplotlib.pyplot as plt
 
@@ -189,13 +198,20 @@ def plot_attention(
 def plot_mask(mask, query_labels: Sequence[str], key_labels: Sequence[str], *, title: str, ax=None):
     """Draw a boolean (L, S) mask as a grid, built in chapter 05: light = may attend, dark = blocked.
 
-    Args:
-        mask: (L, S) boolean array or tensor, ``True`` where query i may attend to key j.
-        query_labels: L tick labels for the rows; key_labels: S tick labels for the columns.
-        title: the panel's title.
-        ax: the Axes to draw into (a new figure if None).
+    Parameters
+    ----------
+    mask
+        (L, S) boolean array or tensor, ``True`` where query i may attend to key j.
+    query_labels, key_labels
+        L tick labels for the rows, S tick labels for the columns.
+    title
+        the panel's title.
+    ax
+        the Axes to draw into (a new figure if None).
 
-    Returns:
+    Returns
+    -------
+    matplotlib.axes.Axes
         The matplotlib ``Axes``. Every cell is also written as "T" or "F", so the figure
         does not rely on colour alone.
     """

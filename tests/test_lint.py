@@ -21,3 +21,33 @@ def test_ruff_format_is_clean(repo_root):
         text=True,
     )
     assert proc.returncode == 0, "run `ruff format` on:\n" + proc.stdout + proc.stderr
+
+
+GOOGLE_SECTIONS = (
+    "Args:",
+    "Arguments:",
+    "Returns:",
+    "Raises:",
+    "Attributes:",
+    "Yields:",
+    "Example:",
+    "Examples:",
+)
+
+
+def test_one_docstring_style(repo_root):
+    """Docstrings are NumPy style (what napoleon renders in the API pages): no Google-style sections."""
+    import ast
+
+    found = []
+    for path in sorted([*repo_root.glob("attnlib/**/*.py"), *repo_root.glob("coursetools/**/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
+                continue
+            doc = ast.get_docstring(node) or ""
+            found += [
+                f"{path.relative_to(repo_root)}: {getattr(node, 'name', 'module')}: {line.strip()}"
+                for line in doc.splitlines()
+                if line.strip() in GOOGLE_SECTIONS
+            ]
+    assert not found, "write these sections NumPy style (Parameters / ----------):\n" + "\n".join(found)

@@ -61,17 +61,24 @@ __all__ = [
 def source_key_mask(src_lengths: torch.Tensor, src_len: int | None = None) -> torch.Tensor:
     """The cross-attention mask of a right-padded source batch.
 
-    Args:
-        src_lengths: (B,) integer tensor, the true source lengths.
-        src_len: S, the padded source length; defaults to max(src_lengths).
+    Parameters
+    ----------
+    src_lengths
+        (B,) integer tensor, the true source lengths.
+    src_len
+        S, the padded source length; defaults to max(src_lengths).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         bool (B, 1, 1, S), True at the real source tokens (j < src_lengths[b]).
         It broadcasts over the heads and over the T target positions of the
         scores (B, h, T, S).
 
-    Raises:
-        ValueError: lengths that are not 1-D integers in [0, S].
+    Raises
+    ------
+    ValueError
+        lengths that are not 1-D integers in [0, S].
     """
     fn = "source_key_mask"
     if not isinstance(src_lengths, torch.Tensor):
@@ -90,12 +97,18 @@ def source_key_mask(src_lengths: torch.Tensor, src_len: int | None = None) -> to
 def decoder_masks(src_lengths: torch.Tensor, src_len: int, tgt_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The two masks of a Transformer decoder layer.
 
-    Args:
-        src_lengths: (B,) integer tensor, the true source lengths.
-        src_len: S, the padded source length.
-        tgt_len: T, the number of target positions.
+    Parameters
+    ----------
+    src_lengths
+        (B,) integer tensor, the true source lengths.
+    src_len
+        S, the padded source length.
+    tgt_len
+        T, the number of target positions.
 
-    Returns:
+    Returns
+    -------
+    tuple of torch.Tensor
         `(self_mask, cross_mask)`: self_mask bool (T, T), lower triangular (causal:
         target position t may attend to positions <= t) for the decoder's
         self-attention; cross_mask bool (B, 1, 1, S) (`source_key_mask`) for the
@@ -117,18 +130,27 @@ def cross_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Single-head cross attention: queries from the decoder, keys and values from the encoder.
 
-    Args:
-        decoder_states: (B, T, D_dec), one state per target position.
-        encoder_states: (B, S, D_enc), one state per source position.
-        w_q: (D_dec, d_k), w_k: (D_enc, d_k), w_v: (D_enc, d_v).
-        source_mask: None, or bool (B, S) with True at real source tokens.
+    Parameters
+    ----------
+    decoder_states
+        (B, T, D_dec), one state per target position.
+    encoder_states
+        (B, S, D_enc), one state per source position.
+    w_q, w_k, w_v
+        (D_dec, d_k), (D_enc, d_k) and (D_enc, d_v).
+    source_mask
+        None, or bool (B, S) with True at real source tokens.
 
-    Returns:
+    Returns
+    -------
+    tuple of torch.Tensor
         `(output, weights)`: output (B, T, d_v), weights (B, T, S); each row of
         weights sums to 1 over the real source tokens.
 
-    Raises:
-        ValueError: shapes that do not fit together (named in the message).
+    Raises
+    ------
+    ValueError
+        shapes that do not fit together (named in the message).
     """
     fn = "cross_attention"
     if decoder_states.dim() != 3 or encoder_states.dim() != 3:
@@ -174,12 +196,18 @@ def digits_to_words_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch of the task "read a digit string aloud": 4 0 7 <eos> -> four zero seven <eos>.
 
-    Args:
-        batch_size: B.
-        length: number of digits, an int or a range (min, max), both included.
-        generator: a seeded torch.Generator.
+    Parameters
+    ----------
+    batch_size
+        B.
+    length
+        number of digits, an int or a range (min, max), both included.
+    generator
+        a seeded torch.Generator.
 
-    Returns:
+    Returns
+    -------
+    tuple of torch.Tensor
         `(src, tgt)`: src (B, S) = digit tokens (DIGIT_OFFSET + d) then EOS,
         tgt (B, S) = word tokens (WORD_OFFSET + d) then EOS, right-padded with
         PAD; S = 1 + the longest length. See `digits_vocab` for the names.
@@ -281,14 +309,21 @@ class CrossAttentionSeq2Seq(nn.Module):
     positions beyond the training lengths are not new at test time.
     Same forward and greedy_decode as chapter 01's Seq2SeqGRU.
 
-    Args:
-        vocab_size: V, shared by source and target.
-        d_model: d, size of embeddings, states and attention.
-        num_heads: h; d must be divisible by it.
-        ffn_dim: hidden size of the feed-forward nets (default 2d).
-        self_attention: encoder self-attention and causal decoder
-            self-attention (True), or cross attention only (False).
-        position_shift: largest random position offset in training.
+    Parameters
+    ----------
+    vocab_size
+        V, shared by source and target.
+    d_model
+        d, size of embeddings, states and attention.
+    num_heads
+        h; d must be divisible by it.
+    ffn_dim
+        hidden size of the feed-forward nets (default 2d).
+    self_attention
+        encoder self-attention and causal decoder self-attention
+        (True), or cross attention only (False).
+    position_shift
+        largest random position offset in training.
     """
 
     def __init__(self, vocab_size, d_model=32, num_heads=2, ffn_dim=None,

@@ -90,13 +90,20 @@ def _lengths(batch_size: int, length, generator: torch.Generator | None) -> list
 def digit_task_batch(task: str, batch_size: int, length, generator: torch.Generator | None = None):
     """A batch of a digit task: copy, reverse or sort a random digit string.
 
-    Args:
-        task: "copy", "reverse" or "sort".
-        batch_size: B.
-        length: an int, or a range (min, max) of lengths, both included.
-        generator: a seeded ``torch.Generator`` for reproducible batches.
+    Parameters
+    ----------
+    task
+        "copy", "reverse" or "sort".
+    batch_size
+        B.
+    length
+        an int, or a range (min, max) of lengths, both included.
+    generator
+        a seeded ``torch.Generator`` for reproducible batches.
 
-    Returns:
+    Returns
+    -------
+    tuple of torch.Tensor
         ``(src, tgt)``: src (B, S) digit tokens, tgt (B, T) with T = S + 1: the
         answer's tokens, then EOS; both right-padded with PAD.
     """
@@ -122,12 +129,18 @@ def unshuffle_batch(batch_size: int, num_pairs, generator: torch.Generator | Non
     pair i the decoder must find the source pair whose first digit is the last
     digit it wrote: a lookup by content, which is what attention does.
 
-    Args:
-        batch_size: B.
-        num_pairs: n, an int or a range (min, max), 1 <= n <= 9 (digits are distinct).
-        generator: a seeded ``torch.Generator``.
+    Parameters
+    ----------
+    batch_size
+        B.
+    num_pairs
+        n, an int or a range (min, max), 1 <= n <= 9 (digits are distinct).
+    generator
+        a seeded ``torch.Generator``.
 
-    Returns:
+    Returns
+    -------
+    tuple of torch.Tensor
         ``(src, tgt)``: src (B, 2 n_max) and tgt (B, 2 n_max + 1), right-padded with PAD.
     """
     src_rows, tgt_rows = [], []
@@ -206,10 +219,14 @@ class Seq2SeqGRU(nn.Module):
     step next to the previous token (as in Cho et al. 2014). Nothing else
     from the source reaches the decoder.
 
-    Args:
-        vocab_size: V, shared by source and target.
-        emb_dim: E, size of a token embedding.
-        hidden_dim: d_h, GRU state size: the size of the context vector.
+    Parameters
+    ----------
+    vocab_size
+        V, shared by source and target.
+    emb_dim
+        E, size of a token embedding.
+    hidden_dim
+        d_h, GRU state size: the size of the context vector.
     """
 
     def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int):
@@ -275,11 +292,16 @@ class Seq2SeqAdditiveAttention(nn.Module):
     masks PAD, and takes c_i = sum_j alpha_ij h_j; then
     s_i = GRU([y_{i-1}; c_i], s_{i-1}) and logits = Linear([s_i; c_i]).
 
-    Args:
-        vocab_size: V. emb_dim: E.
-        hidden_dim: d_h, the decoder state and each encoder direction.
-        attn_dim: d_a, width of the score network (default d_h).
-        bidirectional: a bidirectional encoder (default True).
+    Parameters
+    ----------
+    vocab_size, emb_dim
+        V and E (the size of a token embedding).
+    hidden_dim
+        d_h, the decoder state and each encoder direction.
+    attn_dim
+        d_a, width of the score network (default d_h).
+    bidirectional
+        a bidirectional encoder (default True).
     """
 
     def __init__(self, vocab_size, emb_dim, hidden_dim, attn_dim=None,

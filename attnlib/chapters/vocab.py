@@ -142,13 +142,20 @@ def greedy_decode_steps(
 ) -> torch.Tensor:
     """Greedy decoding with any step function (built in chapters 01 and 07).
 
-    Args:
-        step: ``step(prev_tokens (B,), state) -> (logits (B, V), new_state)``.
-        state: the decoder state before the first step.
-        batch_size: B.
-        max_len: number of tokens to produce.
+    Parameters
+    ----------
+    step
+        ``step(prev_tokens (B,), state) -> (logits (B, V), new_state)``.
+    state
+        the decoder state before the first step.
+    batch_size
+        B.
+    max_len
+        number of tokens to produce.
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         long (B, max_len): at each step the argmax token, fed back as the next
         input; after a sequence has produced EOS it holds PAD.
     """

@@ -80,23 +80,34 @@ class Misconception:
 class Exercise:
     """A graded exercise.
 
-    Attributes:
-        id: the exercise id, ``"ex-NN-k"``, also stored in the notebook cell's metadata.
-        function: the name of the function the learner defines.
-        reference: attnlib's correct implementation, same signature.
-        cases: the inputs to try; at least one visible.
-        misconceptions: wrong variants recognised from their outputs.
-        rtol, atol: tolerances of :func:`numpy.allclose` on every output array.
-        hint: a general hint shown when a case fails and no misconception matches
-            (the first tier of ``hints`` when those are given).
-        hints: tiered hints: the first names the idea, later ones come closer,
-            only the last may show the formula; none prints the answer. The
-            notebook's :func:`check` shows one more tier after each failed
-            check; the grader's feedback shows the first.
-        compare: optional replacement for :func:`compare_outputs`.
-        forbidden: calls that already implement what the exercise asks for
-            (dotted names, see :func:`attnlib.checks.forbidden.find_forbidden`);
-            an answer that uses one scores 0 for the exercise.
+    Attributes
+    ----------
+    id
+        the exercise id, ``"ex-NN-k"``, also stored in the notebook cell's metadata.
+    function
+        the name of the function the learner defines.
+    reference
+        attnlib's correct implementation, same signature.
+    cases
+        the inputs to try; at least one visible.
+    misconceptions
+        wrong variants recognised from their outputs.
+    rtol, atol
+        tolerances of :func:`numpy.allclose` on every output array.
+    hint
+        a general hint shown when a case fails and no misconception matches
+        (the first tier of ``hints`` when those are given).
+    hints
+        tiered hints: the first names the idea, later ones come closer,
+        only the last may show the formula; none prints the answer. The
+        notebook's :func:`check` shows one more tier after each failed
+        check; the grader's feedback shows the first.
+    compare
+        optional replacement for :func:`compare_outputs`.
+    forbidden
+        calls that already implement what the exercise asks for
+        (dotted names, see :func:`attnlib.checks.forbidden.find_forbidden`);
+        an answer that uses one scores 0 for the exercise.
     """
 
     id: str
