@@ -871,12 +871,14 @@ class KVCache:
         ):
             got = [tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__ for x in (key, value)]
             raise ValueError(
-                f"expected key ({B}, {H}, t, {d}) and value ({B}, {H}, t, {dv}); "
+                f"KVCache.append: expected key ({B}, {H}, t, {d}) and value ({B}, {H}, t, {dv}); "
                 f"got key {got[0]}, value {got[1]}"
             )
         t = key.shape[2]
         if self.length + t > self.capacity:
-            raise ValueError(f"KV cache full: {self.length} + {t} positions exceed capacity {self.capacity}")
+            raise ValueError(
+                f"KVCache.append: full, {self.length} + {t} positions exceed capacity {self.capacity}"
+            )
         if not key.is_floating_point() or not value.is_floating_point():
             raise TypeError(f"KVCache: key and value must be floating point, got {key.dtype}, {value.dtype}")
 
@@ -924,7 +926,7 @@ def decode_step(
         or query.shape[2] != key.shape[2]
     ):
         raise ValueError(
-            "expected query (B, Hq, t, E) and key (B, Hkv, t, E) with the same t; got "
+            "decode_step: expected query (B, Hq, t, E) and key (B, Hkv, t, E) with the same t; got "
             f"query {tuple(getattr(query, 'shape', ()))}, key {tuple(getattr(key, 'shape', ()))}"
         )
     B, Hkv, _, E = cache._k.shape

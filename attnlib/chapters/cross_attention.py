@@ -220,9 +220,8 @@ def digits_to_words_batch(
     lengths = torch.randint(lo, hi + 1, (batch_size,), generator=generator)  # (B,)
     S = int(lengths.max()) + 1
     digits = torch.randint(0, NUM_DIGITS, (batch_size, S), generator=generator)  # (B, S)
-    position = torch.arange(S)[None, :]  # (1, S)
-    real = position < lengths[:, None]  # (B, S)
-    end = torch.where(position == lengths[:, None], EOS, PAD)  # (B, S)
+    real = padding_mask(lengths, S)  # (B, S), True at the digits
+    end = torch.where(torch.arange(S) == lengths[:, None], EOS, PAD)  # (B, S): EOS after the digits
     src = torch.where(real, digits + DIGIT_OFFSET, end)  # (B, S)
     tgt = torch.where(real, digits + WORD_OFFSET, end)  # (B, S)
     return src, tgt

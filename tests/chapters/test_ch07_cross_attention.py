@@ -96,7 +96,7 @@ def test_task_batches():
         digits = token_strings(s, vocab)
         assert words[-1] == digits[-1] == "<eos>"
         assert [vocab[13 + int(d)] for d in digits[:-1]] == words[:-1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"digits_to_words_batch: length .* got \(3, 1\)"):
         digits_to_words_batch(2, (3, 1))
 
 

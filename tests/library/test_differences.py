@@ -162,11 +162,11 @@ def test_float_key_mask_refused():
 
 def test_errors_are_value_and_type_errors():
     q, k = randn(1, 3, 4), randn(1, 3, 5)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="Expected size"):  # torch: an internal bmm message
         F.scaled_dot_product_attention(q, k, k)
     with pytest.raises(ValueError, match=r"query \(1, 3, 4\) and key \(1, 3, 5\)"):
         attnlib.scaled_dot_product_attention(q, k, k)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="same dtype"):
         F.scaled_dot_product_attention(q, q.float(), q)
     with pytest.raises(TypeError, match="key torch.float32"):
         attnlib.scaled_dot_product_attention(q, q.float(), q)
@@ -177,7 +177,7 @@ def test_sdpa_has_no_dropout_but_returns_weights():
     F.scaled_dot_product_attention(q, q, q, dropout_p=0.0)  # torch has dropout
     with pytest.raises(TypeError, match="dropout_p"):
         attnlib.scaled_dot_product_attention(q, q, q, dropout_p=0.0)
-    with pytest.raises(TypeError):  # torch's SDPA never returns the weights
+    with pytest.raises(TypeError, match="return_weights"):  # torch's SDPA never returns the weights
         F.scaled_dot_product_attention(q, q, q, return_weights=True)
     out, weights = attnlib.scaled_dot_product_attention(q, q, q, return_weights=True)
     torch.testing.assert_close(weights.sum(-1), torch.ones(1, 3, dtype=torch.float64))

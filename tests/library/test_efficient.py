@@ -470,14 +470,19 @@ def test_decode_step_refused_call_leaves_the_cache_unchanged():
     decode_step(q, k, v, cache)
     keys = cache.keys.clone()
     bad_calls = [
-        ((q[..., :3], k[:, :, :1], v[:, :, :1]), ValueError),  # query E = 3, cache E = 4
-        ((q[:, :, :1].double(), k[:, :, :1].double(), v[:, :, :1].double()), TypeError),
-        ((q[:, :1, :1].expand(1, 3, 1, 4), k[:, :, :1], v[:, :, :1]), ValueError),  # Hq = 3
-        ((q[:, :, :1], k[:, :, :1], v[:, :, :1, :2]), ValueError),  # value dim 2, cache 4
-        ((q.repeat(1, 1, 3, 1), k.repeat(1, 1, 3, 1), v.repeat(1, 1, 3, 1)), ValueError),  # full
+        ((q[:, :, :1, :3], k[:, :, :1], v[:, :, :1]), ValueError, r"decode_step: query \(1, 2, 1, 3\)"),
+        ((q, k[:, :, :1], v[:, :, :1]), ValueError, r"decode_step: .* same t; got query \(1, 2, 3, 4\)"),
+        ((q[:, :, :1].double(), k[:, :, :1].double(), v[:, :, :1].double()), TypeError, "share one dtype"),
+        ((q[:, :1, :1].expand(1, 3, 1, 4), k[:, :, :1], v[:, :, :1]), ValueError, "Hq a multiple"),
+        ((q[:, :, :1], k[:, :, :1], v[:, :, :1, :2]), ValueError, r"KVCache.append: .* value \(1, 2, 1, 2\)"),
+        (
+            (q.repeat(1, 1, 3, 1), k.repeat(1, 1, 3, 1), v.repeat(1, 1, 3, 1)),
+            ValueError,
+            "3 \\+ 9 .* capacity 8",
+        ),
     ]
-    for args, error in bad_calls:
-        with pytest.raises(error):
+    for args, error, match in bad_calls:
+        with pytest.raises(error, match=match):
             decode_step(*args, cache)
         assert len(cache) == 3 and torch.equal(cache.keys, keys)
 
