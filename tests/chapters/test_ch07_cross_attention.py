@@ -17,6 +17,7 @@ from attnlib.chapters.cross_attention import (
     token_strings,
 )
 from attnlib.chapters.seq2seq import BOS, EOS, PAD, sequence_accuracy, shift_right, train_seq2seq
+from attnlib.chapters.vocab import DIGIT_OFFSET, NUM_DIGITS, WORD_OFFSET
 from attnlib.masks import padding_mask
 
 
@@ -95,7 +96,7 @@ def test_task_batches():
         words = token_strings(t, vocab)
         digits = token_strings(s, vocab)
         assert words[-1] == digits[-1] == "<eos>"
-        assert [vocab[13 + int(d)] for d in digits[:-1]] == words[:-1]
+        assert [vocab[WORD_OFFSET + int(d)] for d in digits[:-1]] == words[:-1]
     with pytest.raises(ValueError, match=r"digits_to_words_batch: length .* got \(3, 1\)"):
         digits_to_words_batch(2, (3, 1))
 
@@ -135,12 +136,13 @@ def test_decoder_self_attention_is_causal_cross_attention_is_not():
     src, tgt = digits_to_words_batch(2, 5, torch.Generator().manual_seed(2))
     tgt_in = shift_right(tgt)
     changed = tgt_in.clone()
-    changed[:, -1] = 13  # a different last input token
+    changed[:, -1] = WORD_OFFSET  # a different last input token
     a, b = model(src, tgt_in), model(src, changed)
     torch.testing.assert_close(a[:, :-1], b[:, :-1], rtol=0, atol=0)
     assert not torch.equal(a[:, -1], b[:, -1])
     src_changed = src.clone()
-    src_changed[:, -2] = 3 + (src[:, -2] - 3 + 1) % 10  # the last digit: read by every target position
+    last_digit = src[:, -2] - DIGIT_OFFSET  # read by every target position
+    src_changed[:, -2] = DIGIT_OFFSET + (last_digit + 1) % NUM_DIGITS
     assert not torch.allclose(model(src_changed, tgt_in)[:, 0], a[:, 0])
 
 
