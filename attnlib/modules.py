@@ -294,7 +294,7 @@ class MultiHeadAttention(nn.Module):
         h; each head has d = E / h features.
     dropout : float
         Dropout probability on the attention weights in training, as torch's
-        (default 0: none). Chapter 10's :class:`attnlib.TransformerBlock` uses it.
+        (default 0: none). Chapter 10's ``TransformerBlock`` uses it.
     bias : bool
         Add biases to the four projections.
     kdim : int, optional
