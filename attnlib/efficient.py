@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnlib._validate import check_attention, check_floating, check_mask
+from attnlib._validate import check_attention, check_floating, check_length, check_mask, check_positive_int
 from attnlib.masks import check_mask_tensor, expand_key_mask
 
 __all__ = [
@@ -149,7 +149,7 @@ def online_softmax_numpy(scores: np.ndarray, block_size: int) -> tuple[np.ndarra
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 1:
         raise ValueError(f"scores must be 1-D with shape (S,), got shape {scores.shape}")
-    _check_counts(1, block_size=block_size)
+    block_size = check_positive_int("online_softmax_numpy", "block_size", block_size)
     m, l = -math.inf, 0.0
     states = []
     for start in range(0, scores.size, block_size):
@@ -196,7 +196,7 @@ def online_attention_row_numpy(
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (k.shape[0],):
             raise ValueError(f"mask must have shape (S,) = ({k.shape[0]},), got {mask.shape}")
-    _check_counts(1, block_size=block_size)
+    block_size = check_positive_int("online_attention_row_numpy", "block_size", block_size)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[0]) if q.shape[0] else 1.0
 
@@ -434,6 +434,7 @@ def _attend_groups(
     k = key.reshape(n, S, E)
     v = value.reshape(n, S, Ev)
     masks = _prepare_masks(fn, attn_mask, key_mask, mask_batch, L, S, query)
+    bq, bk = check_positive_int(fn, "block_q", bq), check_positive_int(fn, "block_k", bk)
     return _attend(q, k, v, masks, is_causal, diagonal, scale, bq, bk)
 
 
@@ -498,7 +499,6 @@ def _attend(q, k, v, masks, is_causal, diagonal, scale, block_q, block_k):
     runs inside :class:`_TiledAttention`, which saves q, k, v, the output and
     the per-row log-sum-exp for the backward pass.
     """
-    _check_counts(1, block_q=block_q, block_k=block_k)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
     if isinstance(diagonal, bool) or not isinstance(diagonal, int):
@@ -714,14 +714,6 @@ def _check_qkv(fn, query, key, value):
     return tuple(batch), L, S, query.shape[-1], value.shape[-1]
 
 
-def _check_counts(minimum: int, fn: str | None = None, **sizes) -> None:
-    """Refuse a size that is not an int >= ``minimum`` (a bool is not a size), naming it."""
-    for name, x in sizes.items():
-        if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
-            kind = "positive" if minimum == 1 else "non-negative"
-            raise ValueError(f"{fn + ': ' if fn else ''}{name} must be a {kind} int, got {x!r}")
-
-
 # ---------------------------------------------------------------------------
 # 4. Multi-query and grouped-query attention
 # ---------------------------------------------------------------------------
@@ -777,7 +769,9 @@ def kv_cache_bytes(
     ``dtype``, or pass the number of bytes directly).
     """
     sizes = {"layers": layers, "batch": batch, "kv_heads": kv_heads, "seq_len": seq_len, "head_dim": head_dim}
-    _check_counts(0, "kv_cache_bytes", **sizes)
+    layers, batch, kv_heads, seq_len, head_dim = (
+        check_length("kv_cache_bytes", n, x) for n, x in sizes.items()
+    )
     if isinstance(dtype, torch.dtype):
         nbytes = torch.empty((), dtype=dtype).element_size()
     elif isinstance(dtype, int) and not isinstance(dtype, bool) and dtype > 0:
@@ -813,8 +807,16 @@ class KVCache:
         device: torch.device | str | None = None,
     ):
         value_dim = head_dim if value_dim is None else value_dim
-        sizes = {"batch": batch, "kv_heads": kv_heads, "capacity": capacity, "head_dim": head_dim}
-        _check_counts(1, "KVCache", **sizes, value_dim=value_dim)
+        sizes = {
+            "batch": batch,
+            "kv_heads": kv_heads,
+            "capacity": capacity,
+            "head_dim": head_dim,
+            "value_dim": value_dim,
+        }
+        batch, kv_heads, capacity, head_dim, value_dim = (
+            check_positive_int("KVCache", n, x) for n, x in sizes.items()
+        )
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"KVCache: dtype must be a floating point torch.dtype, got {dtype!r}")
         self._k = torch.zeros(batch, kv_heads, capacity, head_dim, dtype=dtype, device=device)

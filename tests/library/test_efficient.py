@@ -364,19 +364,23 @@ def test_kv_cache_memory_and_errors():
         cache.append(torch.zeros(2, 4, 1, 8), torch.zeros(2, 4, 1, 8))
     cache.reset()
     assert len(cache) == 0
-    with pytest.raises(ValueError, match="kv_cache_bytes: kv_heads must be a non-negative int, got -1"):
+    with pytest.raises(ValueError, match="kv_cache_bytes: kv_heads must be a non-negative integer, got -1"):
         kv_cache_bytes(1, 1, -1, 10, 4)
-    with pytest.raises(ValueError, match="kv_cache_bytes: head_dim must be a non-negative int, got True"):
+    with pytest.raises(ValueError, match="kv_cache_bytes: head_dim must be a non-negative integer, got True"):
         kv_cache_bytes(1, 1, 1, 10, True)
     with pytest.raises(
         ValueError, match="kv_cache_bytes: dtype must be a torch.dtype or a positive byte count"
     ):
         kv_cache_bytes(1, 1, 1, 10, 4, dtype=0)
     assert kv_cache_bytes(0, 1, 1, 10, 4) == 0  # zero is a size here: nothing cached
-    with pytest.raises(ValueError, match="KVCache: batch must be a positive int, got 0"):
+    with pytest.raises(ValueError, match="KVCache: batch must be a positive integer, got 0"):
         KVCache(batch=0, kv_heads=1, capacity=1, head_dim=1)
-    with pytest.raises(ValueError, match="KVCache: value_dim must be a positive int, got 2.0"):
+    with pytest.raises(ValueError, match="KVCache: value_dim must be a positive integer, got 2.0"):
         KVCache(batch=1, kv_heads=1, capacity=1, head_dim=1, value_dim=2.0)
+    with pytest.raises(TypeError, match="KVCache: capacity must be an integer, got str"):
+        KVCache(batch=1, kv_heads=1, capacity="8", head_dim=1)
+    with pytest.raises(ValueError, match="tiled_attention: block_q must be a positive integer, got 0"):
+        tiled_attention(*qkv(1, 1, 2, 4), block_q=0)
 
 
 # ---------------------------------------------------------------- issue 13: precision, edges
