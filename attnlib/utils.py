@@ -44,3 +44,46 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 - chapters and seeds use the legacy global generator
     torch.manual_seed(seed)
+
+
+def glue(name: str, value, display: bool = True) -> None:
+    """Record ``value`` for the book's text under ``name`` (myst-nb's ``glue``), wherever the chapter runs.
+
+    In the built book (myst-nb installed) this is :func:`myst_nb.glue`, so the page's
+    ``{glue:text}`` roles show the value. Where myst-nb is not installed (Binder, Colab, a
+    plain Jupyter) the chapter still runs: the value is shown when ``display`` is true and
+    otherwise only kept in :data:`GLUED`.
+
+    Parameters
+    ----------
+    name : str
+        The key the book's text refers to.
+    value : object
+        What to show (a number, a figure, a string).
+    display : bool, optional
+        Show the value in the cell's output as well (myst-nb's default).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> glue("answer", 42, display=False)
+    >>> GLUED["answer"]
+    42
+    """
+    GLUED[name] = value
+    try:
+        from myst_nb import glue as _myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as _show
+
+            _show(value)
+        return
+    _myst_glue(name, value, display=display)
+
+
+GLUED: dict = {}
+"""Every value glued in this Python session, by name (see :func:`glue`)."""

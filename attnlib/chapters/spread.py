@@ -1,0 +1,293 @@
+"""How far a trained model's numbers move between seeds, CPUs and thread counts.
+
+A chapter that trains a model states only what holds for the *method*, not for
+one run. Its experiment is a function ``experiment(seed) -> dict`` in
+``attnlib.chapters`` (each value a number or a list of numbers). This module
+
+* runs it over several seeds, on three float paths of PyTorch's CPU kernels
+  (the machine's own, ``ATEN_CPU_CAPABILITY=avx2`` and ``=default``) and with one
+  and two threads, each run in a fresh interpreter, and writes every run's
+  numbers to ``attnlib/chapters/spreads/<name>.json`` (the file ships with
+  attnlib, so a chapter opened in Colab reads it too);
+* loads that file for the chapter, which glues its own run beside the spread
+  ("0.74 here; 0.70-0.86 over 5 seeds, 3 float paths, 1 and 2 threads") and
+  asserts its claims for every recorded run as well as for its own.
+
+Run a sweep (slow: minutes; the chapters never do)::
+
+    python -m attnlib.chapters.spread ch01 attnlib.chapters.seq2seq:reverse_experiment \\
+        --seeds 0 1 2 3 4
+
+The file records a hash of the experiment's module source; ``tests/chapters``
+fails when the code changed after the sweep (rerun the sweep, then commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SPREAD_DIR = Path(__file__).with_name("spreads")
+PATHS = ("native", "avx2", "default")
+THREADS = (1, 2)
+_MARK = "@@SPREAD@@"
+
+
+def source_hash(experiment: str) -> str:
+    """SHA-256 (first 16 hex digits) of the source of the module that defines ``experiment``.
+
+    Parameters
+    ----------
+    experiment : str
+        ``"package.module:function"``.
+
+    Returns
+    -------
+    str
+    """
+    module_name = experiment.split(":")[0]
+    module = importlib.import_module(module_name)
+    return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+
+
+def _child_code(experiment: str, seed: int, threads: int) -> str:
+    module_name, func = experiment.split(":")
+    return (
+        "import json, torch, importlib\n"
+        f"torch.set_num_threads({threads})\n"
+        f"fn = getattr(importlib.import_module({module_name!r}), {func!r})\n"
+        f"metrics = fn(seed={seed})\n"
+        "print({mark!r} + json.dumps({{'capability': torch.backends.cpu.get_cpu_capability(),"
+        " 'threads': torch.get_num_threads(), 'metrics': metrics}}))\n".format(mark=_MARK)
+    )
+
+
+def run_one(experiment: str, seed: int, path: str, threads: int, timeout: float = 1800) -> dict:
+    """Run ``experiment(seed=seed)`` in a fresh interpreter on one float path and thread count.
+
+    Parameters
+    ----------
+    experiment : str
+        ``"package.module:function"``; the function returns a dict of numbers or lists of numbers.
+    seed : int
+    path : {"native", "avx2", "default"}
+        ``"native"`` leaves ``ATEN_CPU_CAPABILITY`` unset; the others set it.
+    threads : int
+        torch's intra-op threads (and ``OMP_NUM_THREADS``).
+    timeout : float, optional
+        Seconds before the run is abandoned.
+
+    Returns
+    -------
+    dict
+        ``{"seed", "path", "capability", "threads", "metrics"}``.
+    """
+    if path not in PATHS:
+        raise ValueError(f"run_one: path must be one of {PATHS}, got {path!r}")
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    if path != "native":
+        env["ATEN_CPU_CAPABILITY"] = path
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    env["PYTHONHASHSEED"] = "0"
+    env.setdefault("MPLBACKEND", "Agg")
+    proc = subprocess.run(
+        [sys.executable, "-c", _child_code(experiment, seed, threads)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(_MARK)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"{experiment}(seed={seed}) on {path}, {threads} thread(s) failed "
+            f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
+    result = json.loads(lines[-1][len(_MARK) :])
+    return {"seed": seed, "path": path, **result}
+
+
+def sweep(
+    name: str,
+    experiment: str,
+    seeds: Sequence[int],
+    paths: Sequence[str] = PATHS,
+    threads: Sequence[int] = THREADS,
+    out_dir: Path = SPREAD_DIR,
+) -> Path:
+    """Run every (seed, path, threads) combination and write ``out_dir/<name>.json``.
+
+    Parameters
+    ----------
+    name : str
+        The chapter's key, e.g. ``"ch01"``.
+    experiment : str
+        ``"package.module:function"``.
+    seeds : sequence of int
+    paths : sequence of str, optional
+    threads : sequence of int, optional
+    out_dir : pathlib.Path, optional
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+    """
+    runs = []
+    for seed in seeds:
+        for path in paths:
+            for t in threads:
+                run = run_one(experiment, seed, path, t)
+                print(f"{name}: seed {seed}, {path} ({run['capability']}), {t} thread(s)", flush=True)
+                runs.append(run)
+    record = {
+        "name": name,
+        "experiment": experiment,
+        "source_hash": source_hash(experiment),
+        "seeds": list(seeds),
+        "paths": list(paths),
+        "threads": list(threads),
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+        },
+        "runs": runs,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{name}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Every recorded run of one chapter's experiment (see :func:`load`).
+
+    Attributes
+    ----------
+    name : str
+    experiment : str
+    runs : list of dict
+        Each ``{"seed", "path", "capability", "threads", "metrics"}``.
+    """
+
+    name: str
+    experiment: str
+    runs: list
+
+    def values(self, metric: str) -> list:
+        """The metric in every run (numbers, or lists of numbers), in the file's order."""
+        try:
+            return [run["metrics"][metric] for run in self.runs]
+        except KeyError:
+            raise KeyError(f"spread {self.name}: no metric {metric!r}") from None
+
+    def low(self, metric: str):
+        """Smallest value over the runs (elementwise for a list metric)."""
+        vals = self.values(metric)
+        if isinstance(vals[0], list):
+            return [min(col) for col in zip(*vals, strict=True)]
+        return min(vals)
+
+    def high(self, metric: str):
+        """Largest value over the runs (elementwise for a list metric)."""
+        vals = self.values(metric)
+        if isinstance(vals[0], list):
+            return [max(col) for col in zip(*vals, strict=True)]
+        return max(vals)
+
+    @property
+    def seeds(self) -> list:
+        return sorted({run["seed"] for run in self.runs})
+
+    @property
+    def capabilities(self) -> list:
+        return sorted({run["capability"] for run in self.runs})
+
+    @property
+    def thread_counts(self) -> list:
+        return sorted({run["threads"] for run in self.runs})
+
+    def conditions(self) -> str:
+        """E.g. ``"5 seeds, 3 float paths (AVX2, AVX512, DEFAULT), 1 and 2 threads"``."""
+        caps = self.capabilities
+        threads = " and ".join(str(t) for t in self.thread_counts)
+        return (
+            f"{len(self.seeds)} seeds, {len(caps)} float paths ({', '.join(caps)}), "
+            f"{threads} thread{'s' if self.thread_counts != [1] else ''}"
+        )
+
+    def describe(self, metric: str, here: float, fmt: str = ".2f") -> str:
+        """``"0.74 here; 0.70-0.86 over 5 seeds, 3 float paths (...), 1 and 2 threads"``."""
+        lo, hi = self.low(metric), self.high(metric)
+        return f"{here:{fmt}} here; {lo:{fmt}}-{hi:{fmt}} over {self.conditions()}"
+
+    def check(self, claim, description: str) -> None:
+        """Assert ``claim(metrics)`` for every recorded run; the error names the runs where it fails.
+
+        Parameters
+        ----------
+        claim : callable
+            ``claim(metrics: dict) -> bool``.
+        description : str
+            The claim in words, for the message.
+        """
+        failed = [
+            f"seed {r['seed']} on {r['capability']} with {r['threads']} thread(s)"
+            for r in self.runs
+            if not claim(r["metrics"])
+        ]
+        if failed:
+            raise AssertionError(
+                f"expected {description} in every recorded run of {self.name}; "
+                f"it fails in {len(failed)} of {len(self.runs)}: {'; '.join(failed[:5])}"
+            )
+
+
+def load(name: str, directory: Path = SPREAD_DIR) -> Spread:
+    """The recorded spread of chapter experiment ``name`` (e.g. ``"ch01"``).
+
+    Parameters
+    ----------
+    name : str
+    directory : pathlib.Path, optional
+
+    Returns
+    -------
+    Spread
+    """
+    path = Path(directory) / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no recorded spread {path}; run: python -m attnlib.chapters.spread {name} MODULE:FUNCTION"
+        )
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return Spread(name=record["name"], experiment=record["experiment"], runs=record["runs"])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m attnlib.chapters.spread", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("name", help="the chapter's key, e.g. ch01")
+    parser.add_argument("experiment", help="package.module:function returning a dict of numbers")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
+    parser.add_argument("--threads", type=int, nargs="+", default=list(THREADS))
+    args = parser.parse_args(argv)
+    out = sweep(args.name, args.experiment, args.seeds, args.paths, args.threads)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
