@@ -49,10 +49,10 @@ def seed_everything(seed: int) -> None:
 def glue(name: str, value, display: bool = True) -> None:
     """Record ``value`` for the book's text under ``name`` (myst-nb's ``glue``), wherever the chapter runs.
 
-    In the built book (myst-nb installed) this is :func:`myst_nb.glue`, so the page's
+    In the built book (myst-nb installed) this is ``myst_nb.glue``, so the page's
     ``{glue:text}`` roles show the value. Where myst-nb is not installed (Binder, Colab, a
     plain Jupyter) the chapter still runs: the value is shown when ``display`` is true and
-    otherwise only kept in :data:`GLUED`.
+    otherwise only kept in ``attnlib.utils.GLUED``.
 
     Parameters
     ----------
@@ -86,4 +86,4 @@ def glue(name: str, value, display: bool = True) -> None:
 
 
 GLUED: dict = {}
-"""Every value glued in this Python session, by name (see :func:`glue`)."""
+# every value glued in this Python session, by name (see glue)
