@@ -87,3 +87,51 @@ def glue(name: str, value, display: bool = True) -> None:
 
 GLUED: dict = {}
 # every value glued in this Python session, by name (see glue)
+
+
+def show_source(obj, docstrings: bool = False):
+    """The source of a library function or class, syntax-highlighted in a notebook.
+
+    For a chapter that wants to show how ``attnlib`` computes something. Docstrings are
+    left out unless asked for: the page shows the code that carries the idea.
+
+    Parameters
+    ----------
+    obj : function or class
+        What to show.
+    docstrings : bool, optional
+        Keep the docstrings (default: drop them).
+
+    Returns
+    -------
+    IPython.display.Markdown
+        A fenced Python block: highlighted in Jupyter and, with the site's own colours, on
+        the built page; ``.data`` is its text.
+
+    Examples
+    --------
+    >>> print(show_source(seed_everything).data.splitlines()[1])
+    def seed_everything(seed: int) -> None:
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    from IPython.display import Markdown
+
+    source = textwrap.dedent(inspect.getsource(obj))
+    if not docstrings:
+        lines = source.splitlines()
+        drop: set[int] = set()
+        for node in ast.walk(ast.parse(source)):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                drop.update(range(body[0].lineno - 1, body[0].end_lineno))
+        source = "\n".join(line for i, line in enumerate(lines) if i not in drop) + "\n"
+    return Markdown(f"```python\n{source}```")
