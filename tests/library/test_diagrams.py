@@ -1,0 +1,73 @@
+"""attnlib.diagrams: every diagram draws in the course style, and the numbers it shows follow the formulas."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from attnlib import diagrams  # noqa: E402
+from attnlib.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
+
+DRAWERS = [name for name in diagrams.__all__ if name.startswith("draw_")]
+
+
+@pytest.mark.parametrize("name", DRAWERS)
+def test_every_diagram_is_page_wide_and_readable(name):
+    import matplotlib.pyplot as plt
+
+    fig = getattr(diagrams, name)()
+    try:
+        width, height = fig.get_size_inches()
+        assert width == pytest.approx(FIGURE_WIDTH), f"{name}: {width} in wide, expected {FIGURE_WIDTH}"
+        assert 1.5 <= height <= 6.0, f"{name}: {height} in tall"
+        smallest = smallest_font_size(fig)
+        assert smallest >= MIN_FONT_SIZE, f"{name}: smallest text {smallest} pt < {MIN_FONT_SIZE} pt"
+        texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
+        assert texts, f"{name} draws no labels"
+    finally:
+        plt.close(fig)
+
+
+def test_alibi_slopes_follow_press_et_al():
+    # Press et al. (2022), section 3: for 8 heads 1/2, 1/4, ..., 1/256; for 2 heads 1/16, 1/256
+    np.testing.assert_allclose(diagrams.alibi_slopes(8), [2.0**-k for k in range(1, 9)])
+    np.testing.assert_allclose(diagrams.alibi_slopes(2), [2.0**-4, 2.0**-8])
+    with pytest.raises(ValueError, match="num_heads must be a power of two"):
+        diagrams.alibi_slopes(3)
+    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+        diagrams.alibi_slopes(0)
+
+
+def test_rope_angle_between_depends_only_on_the_offset():
+    for m, n in ((2, 5), (7, 10), (100, 103)):
+        a_q, a_k, between = diagrams.rope_angles(m, n, 0.3)
+        assert between == pytest.approx(a_k - a_q) == pytest.approx(0.9)
+
+
+def test_query_key_value_draws_the_softmax_of_the_scores():
+    import matplotlib.pyplot as plt
+
+    scores = np.array([2.0, 0.5, -1.0, 1.0])
+    fig = diagrams.draw_query_key_value(scores)
+    shown = {t.get_text().strip() for t in fig.findobj(matplotlib.text.Text)}
+    weights = np.exp(scores) / np.exp(scores).sum()
+    assert {f"{w:.2f}" for w in weights} <= shown
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: diagrams.draw_bottleneck(source_len=9), "source_len must be an integer from 2 to 6"),
+        (lambda: diagrams.draw_heads(num_heads=True), "num_heads must be an integer from 2 to 6"),
+        (lambda: diagrams.draw_tiles(n_key_tiles=1), "n_key_tiles must be an integer from 2 to 8"),
+        (lambda: diagrams.draw_alignment(weights=np.ones((2, 2))), r"weights must have shape \(5, 5\)"),
+        (lambda: diagrams.draw_query_key_value([1.0]), "scores must be 2 to 6 numbers"),
+        (lambda: diagrams.draw_alibi_bias(length=40), "length must be an integer from 2 to 12"),
+    ],
+)
+def test_bad_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
