@@ -49,18 +49,26 @@ __all__ = [
     "VOCAB_SIZE",
     "Seq2SeqAdditiveAttention",
     "Seq2SeqGRU",
+    "alignment_experiment",
+    "alignment_metrics",
+    "bottleneck_experiment",
+    "bottleneck_metrics",
     "decode_tokens",
     "digit_task_batch",
     "encode_digits",
     "exact_match",
     "final_state_context",
     "greedy_decode_steps",
+    "lookup_metrics",
     "run_gru",
+    "seeded_model",
     "sequence_accuracy",
     "shift_right",
     "source_lengths",
     "token_accuracy",
+    "train_reverse_model",
     "train_seq2seq",
+    "train_unshuffle_models",
     "unshuffle_batch",
 ]
 
@@ -434,3 +442,248 @@ def token_accuracy(model: nn.Module, src, tgt, src_lengths=None) -> float:
     pred = model.greedy_decode(src, tgt.shape[1], src_lengths)  # (B, T)
     real = tgt != PAD
     return ((pred == tgt) & real).sum().item() / real.sum().item()
+
+
+# --------------------------------------------------------------------------- the chapters' experiments
+# Chapters 01 and 02 train their models here, each from its own seeded generators
+# (no dependence on the global RNG a notebook's earlier cells left), and
+# ``attnlib.chapters.spread`` runs the same functions over seeds, float paths and
+# thread counts (attnlib/chapters/spreads/ch01.json, ch02.json).
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
+
+
+def seeded_model(seed: int, cls: type, *args, **kwargs) -> nn.Module:
+    """``cls(*args, **kwargs)`` with its initial weights drawn from ``seed``.
+
+    The global RNG is left as it was (``torch.random.fork_rng``), so the weights
+    depend on ``seed`` alone, not on what ran before.
+
+    Parameters
+    ----------
+    seed : int
+        Seeds torch's generator for the construction.
+    cls : type
+        An ``nn.Module`` class, e.g. :class:`Seq2SeqGRU`.
+    *args, **kwargs
+        Its arguments.
+
+    Returns
+    -------
+    torch.nn.Module
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seeded_model: seed must be an int, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seeded_model: seed must be non-negative, got {seed}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return cls(*args, **kwargs)
+
+
+# Chapter 01 shows this source: lines kept within 80 columns.
+# fmt: off
+BOTTLENECK_TEST_LENGTHS = (2, 4, 6, 8, 10, 12, 14, 16, 20, 24)
+BOTTLENECK_POSITION_LENGTH = 12
+
+
+def train_reverse_model(seed=0, steps=500, batch=64, lengths=(1, 16)):
+    """Chapter 01's run: a Seq2SeqGRU (E = 16, d_h = 64) learns to reverse.
+
+    Weights and batches come from seed. Returns (model, losses per step).
+    """
+    model = seeded_model(seed, Seq2SeqGRU, VOCAB_SIZE, emb_dim=16,
+                         hidden_dim=64)
+    losses = train_seq2seq(
+        model, lambda g: digit_task_batch("reverse", batch, lengths, g),
+        steps=steps, lr=5e-3, seed=seed,
+    )
+    return model, losses
+
+
+# fmt: on
+@torch.no_grad()
+def bottleneck_metrics(model: nn.Module, losses: list[float]) -> dict:
+    """Chapter 01's numbers for a trained reversing model.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A trained model with ``greedy_decode``.
+    losses : list of float
+        Its training loss per step (at least 250 steps).
+
+    Returns
+    -------
+    dict
+        ``loss_first``, ``loss_mid``, ``loss_last``: mean loss of steps 1-50,
+        201-250 and the last 50; ``seq_acc`` and ``tok_acc``: exact-sequence and
+        token accuracy on 500 new strings of each length of
+        ``BOTTLENECK_TEST_LENGTHS`` (test sets seeded 1000 + length);
+        ``per_position``: token accuracy at each of the 12 output positions of
+        500 strings of length 12 (seeded 2000).
+    """
+    if len(losses) < 250:
+        raise ValueError(f"bottleneck_metrics: expected at least 250 losses, got {len(losses)}")
+    model.eval()
+    seq_acc, tok_acc = [], []
+    for n in BOTTLENECK_TEST_LENGTHS:
+        src, tgt = digit_task_batch("reverse", 500, n, torch.Generator().manual_seed(1000 + n))
+        pred = model.greedy_decode(src, max_len=tgt.shape[1])
+        real = tgt != PAD
+        seq_acc.append(exact_match(pred, tgt).float().mean().item())
+        tok_acc.append(((pred == tgt) & real).sum().item() / real.sum().item())
+    n = BOTTLENECK_POSITION_LENGTH
+    src, tgt = digit_task_batch("reverse", 500, n, torch.Generator().manual_seed(2000))
+    pred = model.greedy_decode(src, max_len=tgt.shape[1])
+    per_position = (pred[:, :n] == tgt[:, :n]).float().mean(dim=0)
+    return {
+        "loss_first": _mean(losses[:50]),
+        "loss_mid": _mean(losses[200:250]),
+        "loss_last": _mean(losses[-50:]),
+        "seq_acc": seq_acc,
+        "tok_acc": tok_acc,
+        "per_position": per_position.tolist(),
+    }
+
+
+def bottleneck_experiment(seed: int = 0) -> dict:
+    """Chapter 01's experiment for one seed: :func:`train_reverse_model`, then :func:`bottleneck_metrics`.
+
+    Parameters
+    ----------
+    seed : int, optional
+
+    Returns
+    -------
+    dict
+        See :func:`bottleneck_metrics`.
+    """
+    return bottleneck_metrics(*train_reverse_model(seed))
+
+
+# Chapter 02 shows this source: lines kept within 80 columns.
+# fmt: off
+ALIGNMENT_PAIR_COUNTS = tuple(range(2, 10))
+
+
+def train_unshuffle_models(seed=0, steps=600, batch=64, pairs=(1, 6)):
+    """Chapter 02's run: the attention model (d_h = 32) and chapter 01's
+    model (a 64-number context), trained on the same un-shuffle batches.
+
+    Weights and batches come from seed. Returns (attention model, its
+    losses, model without attention, its losses).
+    """
+    def make_batch(generator):
+        return unshuffle_batch(batch, pairs, generator)
+
+    model = seeded_model(seed, Seq2SeqAdditiveAttention, VOCAB_SIZE,
+                         emb_dim=16, hidden_dim=32)
+    losses = train_seq2seq(model, make_batch, steps, lr=1e-2, seed=seed)
+    baseline = seeded_model(seed, Seq2SeqGRU, VOCAB_SIZE, emb_dim=16,
+                            hidden_dim=64)
+    baseline_losses = train_seq2seq(baseline, make_batch, steps, lr=1e-2,
+                                    seed=seed)
+    return model, losses, baseline, baseline_losses
+
+
+# fmt: on
+@torch.no_grad()
+def lookup_metrics(model: Seq2SeqAdditiveAttention, num_pairs: int, count: int = 200, seed: int = 12) -> dict:
+    """Where the trained attention model looks, on ``count`` chains of ``num_pairs`` pairs.
+
+    Teacher-forced, so every step has its right input. The steps that write the
+    second digit of a pair (the lookups) are measured.
+
+    Parameters
+    ----------
+    model : Seq2SeqAdditiveAttention
+    num_pairs : int
+        n, 2 to 9.
+    count : int, optional
+        Chains (default 200).
+    seed : int, optional
+        Seeds the chains (default 12).
+
+    Returns
+    -------
+    dict
+        ``on_the_digit``: share of second-digit steps whose largest weight is on
+        the source token equal to the digit being written; ``top_second`` and
+        ``top_first``: mean largest weight of the second-digit steps and of the
+        first-digit steps of pairs 2..n; ``second_right``: share of second-digit
+        steps whose most likely token is the right digit.
+    """
+    if not isinstance(model, Seq2SeqAdditiveAttention):
+        raise TypeError(f"lookup_metrics: expected a Seq2SeqAdditiveAttention, got {type(model).__name__}")
+    if not 2 <= num_pairs <= NUM_DIGITS - 1:
+        raise ValueError(f"lookup_metrics: num_pairs must be in [2, 9], got {num_pairs}")
+    model.eval()
+    src, tgt = unshuffle_batch(count, num_pairs, torch.Generator().manual_seed(seed))
+    logits, weights = model.forward_with_attention(src, shift_right(tgt))  # (B, T, V), (B, T, S)
+    end = 2 * num_pairs
+    second = weights[:, 1:end:2]  # rows writing the second digit of pairs 1..n
+    target_digit = tgt[:, 1:end:2]  # (B, n)
+    looked_at = src.gather(1, second.argmax(dim=-1))
+    return {
+        "on_the_digit": (looked_at == target_digit).float().mean().item(),
+        "top_second": second.max(dim=-1).values.mean().item(),
+        "top_first": weights[:, 2:end:2].max(dim=-1).values.mean().item(),
+        "second_right": (logits[:, 1:end:2].argmax(dim=-1) == target_digit).float().mean().item(),
+    }
+
+
+@torch.no_grad()
+def alignment_metrics(model, losses, baseline, baseline_losses) -> dict:
+    """Chapter 02's numbers for the two trained models.
+
+    Parameters
+    ----------
+    model : Seq2SeqAdditiveAttention
+    losses : list of float
+    baseline : Seq2SeqGRU
+    baseline_losses : list of float
+        What :func:`train_unshuffle_models` returns.
+
+    Returns
+    -------
+    dict
+        ``loss_attention``, ``loss_baseline``: mean loss of the last 50 steps;
+        ``acc_attention``, ``acc_baseline``: exact-sequence accuracy on 500 new
+        chains of each count of ``ALIGNMENT_PAIR_COUNTS`` (seeded 3000 + n);
+        for the attention model per pair count (teacher-forced, 200 chains,
+        see :func:`lookup_metrics`): ``on_the_digit``, ``second_right``,
+        ``top_second``, ``top_first``.
+    """
+    acc_attention, acc_baseline = [], []
+    for n in ALIGNMENT_PAIR_COUNTS:
+        src, tgt = unshuffle_batch(500, n, torch.Generator().manual_seed(3000 + n))
+        for acc, m in ((acc_attention, model), (acc_baseline, baseline)):
+            m.eval()
+            pred = m.greedy_decode(src, max_len=tgt.shape[1])
+            acc.append(exact_match(pred, tgt).float().mean().item())
+    lookups = [lookup_metrics(model, n) for n in ALIGNMENT_PAIR_COUNTS]
+    return {
+        "loss_attention": _mean(losses[-50:]),
+        "loss_baseline": _mean(baseline_losses[-50:]),
+        "acc_attention": acc_attention,
+        "acc_baseline": acc_baseline,
+        **{key: [row[key] for row in lookups] for key in lookups[0]},
+    }
+
+
+def alignment_experiment(seed: int = 0) -> dict:
+    """Chapter 02's experiment for one seed: :func:`train_unshuffle_models`, then :func:`alignment_metrics`.
+
+    Parameters
+    ----------
+    seed : int, optional
+
+    Returns
+    -------
+    dict
+        See :func:`alignment_metrics`.
+    """
+    return alignment_metrics(*train_unshuffle_models(seed))
