@@ -47,8 +47,7 @@ class _Channel:
         self._dumps = json.dumps
 
     def send(self, **message) -> None:
-        message["k"] = self._token
-        data = (self._dumps(message) + "\n").encode()
+        data = (self._dumps({"k": self._token, **message}) + "\n").encode()
         view = memoryview(data)
         while view:
             try:
@@ -167,8 +166,27 @@ def main() -> None:
     run(plan)
 
 
+MAX_REPLY_BYTES = 100 << 20  # one reply of the learner's process: a 64 MB array in base64, and room
+MAX_REPLIES_BYTES = 256 << 20  # everything the learner's process may send in one run
+
+
 def run(plan: dict) -> None:
-    """Confine this process, run the learner's cells and send the outputs; never returns."""
+    """The sandbox's trusted parent: confine, start the learner's process, drive it; never returns.
+
+    This process holds the grader's channel and never runs learner code. In a
+    namespace mode it is PID 1 of the submission's PID namespace (the zygote or
+    ``unshare --fork`` made it so), so every process of the submission dies with
+    it, and a signal from inside the namespace cannot kill it. It builds the
+    sandbox's root (:func:`coursetools.grade.sandbox.enter`), then forks the
+    learner's process, which confines itself further (limits, sandbox uid, no
+    capabilities, seccomp: :func:`coursetools.grade.sandbox.confine`), closes the
+    channel and answers this process's requests over a private socketpair: run
+    cell ``i``, look up exercise ``ex``'s function, run one case. Every event on
+    the channel is written here, in the plan's order; a reply must carry the
+    request's fresh nonce (replies written ahead by learner code are dropped and
+    counted). When the learner's process ends, or the run is over, every other
+    process of the namespace is killed.
+    """
     from coursetools.grade import sandbox
 
     for key, value in plan.get("env", {}).items():
@@ -177,28 +195,26 @@ def run(plan: dict) -> None:
     sandbox.set_pdeathsig()
     channel = _Channel(int(plan.pop("fd")), str(plan.pop("token")))
     # Trusted imports and references, taken before any learner code runs and before the
-    # sandbox hides attnlib/checks: the checker's machinery (core: run_case, to_arrays),
-    # never a chapter's check module (the grader ships the cases' inputs instead).
+    # sandbox's root leaves attnlib/checks out: the checker's machinery (core: run_case,
+    # to_arrays), never a chapter's check module (the grader ships the cases' inputs instead).
     try:
+        import socket
+
         import numpy  # noqa: F401  (warm import, so the first cell's time is the learner's)
 
         import attnlib.checks as checks_pkg
         from attnlib.checks import core
         from coursetools.grade.inputs import unship
-        from coursetools.grade.wire import encode
+        from coursetools.grade.wire import check_line, encode
     except Exception as exc:  # noqa: BLE001 - report and stop
         channel.send(t="fatal", message=f"harness imports failed: {type(exc).__name__}: {exc}")
         os._exit(3)
+    settings = plan["sandbox"]
     try:
-        isolation = sandbox.enter(plan["sandbox"])
+        isolation = sandbox.enter(settings)
     except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise
         channel.send(t="fatal", message=f"sandbox setup failed: {type(exc).__name__}: {exc}")
         os._exit(3)
-
-    run_case = core.run_case
-    not_attempted = core.NotAttempted
-    # a snapshot, taken before learner code runs: the function's name and the cases
-    # (a helper cell that rebinds anything cannot change what is run)
     try:
         shipped = unship(plan.pop("inputs"))
     except Exception as exc:  # noqa: BLE001 - e.g. a grader and a sandbox of different Pythons
@@ -207,62 +223,271 @@ def run(plan: dict) -> None:
     exercises = {ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in shipped.items()}
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
     checks_pkg.check = core.check
-    channel.send(t="hello", isolation=isolation, pid=os.getpid())
+    cells = {int(index): source for index, source in plan["cells"]}
+
+    try:
+        sandbox.set_dumpable(False)  # not traceable, nor readable through /proc, by the learner's uid
+    except (OSError, AttributeError):
+        pass
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    learner = os.fork()
+    if learner == 0:
+        try:
+            parent_end.close()
+            os.close(channel.fd)
+            del channel
+            confined = dict(isolation)
+            sandbox.confine(settings, confined)
+        except BaseException:  # noqa: BLE001 - the parent sees the socket close before "ready"
+            os._exit(3)
+        _learner(child_end.detach(), confined, cells, exercises, core.run_case, core.NotAttempted, encode)
+        os._exit(0)
+    child_end.close()
+    _supervise(plan, channel, parent_end.detach(), learner, exercises, check_line)
+
+
+class _LearnerGone(Exception):
+    """The learner's process ended, closed its socket or broke the protocol."""
+
+
+def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, not_attempted, encode) -> None:
+    """The learner's process: answer the trusted parent's requests, one at a time.
+
+    Learner code runs here and can change anything in this process, this loop
+    included; it cannot reach the grader's channel (closed before the first cell)
+    and it can only answer the questions the parent asks, in the parent's order.
+    """
+    read, write, loads, dumps = os.read, os.write, json.loads, json.dumps
+    monotonic = time.monotonic
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
+    shell = _IPythonStandIn(ns)
+    ns["get_ipython"] = lambda: shell
+    current: dict[str, object] = {}
+    buffer = bytearray()
+
+    def reply(message: dict) -> None:
+        view = memoryview((dumps(message) + "\n").encode())
+        while view:
+            try:
+                view = view[write(fd, view) :]
+            except InterruptedError:
+                continue
+
+    def request() -> dict:
+        while True:
+            cut = buffer.find(b"\n")
+            if cut >= 0:
+                line = bytes(buffer[:cut])
+                del buffer[: cut + 1]
+                return loads(line)
+            data = read(fd, 1 << 16)
+            if not data:
+                os._exit(0)
+            buffer.extend(data)
+
+    reply({"ready": confined})
+    while True:
+        req = request()
+        op, nonce = req.get("op"), req.get("n")
+        if op == "cell":
+            index = int(req["cell"])
+            cell_name = f"<cell {index}>"
+            answer: dict = {"n": nonce}
+            try:
+                code = compile(cells[index], cell_name, "exec")
+                exec(code, ns)  # noqa: S102 - running the learner's code is the point
+            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+                answer["error"] = {
+                    "etype": type(exc).__name__,
+                    "text": _first_line(exc),
+                    "line": _error_line(exc, cell_name),
+                }
+            reply(answer)
+        elif op == "lookup":
+            exercise = exercises[req["ex"]]
+            func = ns.get(exercise.function)
+            current[req["ex"]] = func
+            state = "missing" if func is None else ("ok" if callable(func) else "not-callable")
+            where = None
+            code = getattr(func, "__code__", None)
+            if code is not None:
+                where = [str(getattr(code, "co_filename", ""))[:100], int(getattr(code, "co_firstlineno", 0))]
+            reply({"n": nonce, "state": state, "id": id(func), "where": where})
+        elif op == "case":
+            exercise = exercises[req["ex"]]
+            func = current.get(req["ex"])
+            case = next(c for c in exercise.cases if c.name == req["case"])
+            start = monotonic()
+            answer = {"n": nonce}
+            try:
+                out = run_case(func, case)
+                try:
+                    answer.update(kind="value", value=encode(out))
+                except BaseException as exc:  # noqa: BLE001
+                    answer.update(kind="error", etype=type(exc).__name__, text=_first_line(exc))
+            except not_attempted:
+                answer.update(kind="not-attempted")
+            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+                answer.update(kind="error", etype=type(exc).__name__, text=_first_line(exc))
+            answer["seconds"] = round(monotonic() - start, 4)
+            reply(answer)
+        elif op == "flush":
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001, S110 - a closed or replaced stream
+                    pass
+            reply({"n": nonce})
+
+
+def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
+    """The trusted parent's loop: ask the learner's process for each step, write every event."""
+    import secrets
+
+    from coursetools.grade.events import CASE_KINDS
+
+    read, write = os.read, os.write
+    buffer = bytearray()
+    state = {"received": 0, "forged": 0}
+
+    def finish(code: int) -> None:
+        """Kill every process of the submission but this one, then end with ``code``.
+
+        As PID 1 of the namespace, ``kill(-1)`` reaches every other process in it
+        (a learner's ``setsid`` daemon included); without a namespace, what the
+        learner started is killed by the grader (the run's cgroup, the sandbox uid).
+        """
+        for target in (learner, -1) if os.getpid() == 1 else (learner,):
+            try:
+                os.kill(target, 9)
+            except OSError:
+                pass
+        os._exit(code)
+
+    def died() -> None:
+        """The learner's process is gone (or broke the protocol): end as it ended."""
+        try:
+            os.kill(learner, 9)
+        except OSError:
+            pass
+        try:
+            _, status = os.waitpid(learner, 0)
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        except ChildProcessError:
+            code = 1
+        finish(128 - code if code < 0 else code)
+
+    def receive(nonce: str) -> dict:
+        while True:
+            cut = buffer.find(b"\n")
+            while cut < 0:
+                if len(buffer) > MAX_REPLY_BYTES:
+                    os.write(2, b"grader: the learner's process sent too long a message\n")
+                    died()
+                try:
+                    data = read(fd, 1 << 20)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    died()
+                state["received"] += len(data)
+                if state["received"] > MAX_REPLIES_BYTES:
+                    os.write(2, b"grader: the learner's process sent too much data\n")
+                    died()
+                start = len(buffer)
+                buffer.extend(data)
+                cut = buffer.find(b"\n", start)
+            line = bytes(buffer[:cut])
+            del buffer[: cut + 1]
+            message = None
+            if check_line(line, b'{"n": "' + nonce.encode() + b'"'):
+                try:
+                    message = json.loads(line)
+                except (ValueError, RecursionError):
+                    message = None
+            if isinstance(message, dict) and message.get("n") == nonce:
+                return message
+            state["forged"] += 1  # written ahead by learner code, or malformed: dropped
+
+    def ask(**req) -> dict:
+        nonce = secrets.token_hex(16)
+        data = (json.dumps({"n": nonce, **req}) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[write(fd, view) :]
+            except InterruptedError:
+                continue
+            except OSError:
+                died()
+        return receive(nonce)
+
+    # the learner's process confined itself before any learner code: its report first
+    ready = receive_ready(fd, buffer, died)
+    channel.send(t="hello", isolation=ready, pid=os.getpid())
 
     skip_cells = set(plan.get("skip_cells", []))
     skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
     evaluate_after: dict[str, list[str]] = plan.get("evaluate_after", {})
-    ns: dict = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
-    shell = _IPythonStandIn(ns)
-    ns["get_ipython"] = lambda: shell
-    seen_function: dict[str, object] = {}
+    seen: dict[str, int] = {}
     attempted: dict[str, bool] = {}
     monotonic = time.monotonic
 
     def evaluate(ex_id: str, phase: str) -> None:
         exercise = exercises[ex_id]
-        name = exercise.function
-        func = ns.get(name)
-        seen_function[ex_id] = func
+        found = ask(op="lookup", ex=ex_id)
+        seen[ex_id] = found.get("id")
         attempted[ex_id] = False
+        where = found.get("where")
         for case in exercise.cases:
             if (ex_id, case.name) in skip_cases:
                 continue
             channel.send(t="step", kind="case", ex=ex_id, case=case.name)
             start = monotonic()
-            msg = {"t": "case", "ex": ex_id, "case": case.name, "phase": phase}
-            if func is None:
-                msg.update(kind="missing", etype="NameError", text=f"no function named {name} is defined")
-            elif not callable(func):
-                msg.update(kind="error", etype="TypeError", text=f"{name} is not a function")
+            msg: dict = {"ex": ex_id, "case": case.name, "phase": phase}
+            if found.get("state") == "missing":
+                msg.update(
+                    kind="missing",
+                    etype="NameError",
+                    text=f"no function named {exercise.function} is defined",
+                )
+            elif found.get("state") != "ok":
+                msg.update(kind="error", etype="TypeError", text=f"{exercise.function} is not a function")
             else:
-                try:
-                    out = run_case(func, case)
-                    msg.update(kind="value", value=encode(out))
-                    attempted[ex_id] = True
-                except not_attempted:
-                    msg.update(kind="not-attempted")
-                except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
-                    msg.update(kind="error", etype=type(exc).__name__, text=_first_line(exc))
-                    attempted[ex_id] = True
+                answer = ask(op="case", ex=ex_id, case=case.name)
+                kind = answer.get("kind")
+                if kind not in CASE_KINDS or kind in ("timeout", "died", "timeout-skipped", "died-skipped"):
+                    kind, answer = "error", {"etype": "ProtocolError", "text": "malformed reply"}
+                msg["kind"] = kind
+                if kind == "value":
+                    msg["value"] = answer.get("value")
+                elif kind == "error":
+                    msg.update(
+                        etype=str(answer.get("etype", ""))[:80], text=str(answer.get("text", ""))[:300]
+                    )
+                attempted[ex_id] = attempted[ex_id] or kind in ("value", "error")
+                if isinstance(where, list) and len(where) == 2:
+                    msg["defined"] = [str(where[0])[:100], where[1] if isinstance(where[1], int) else 0]
             msg["seconds"] = round(monotonic() - start, 4)
-            channel.send(**msg)
+            channel.send(t="case", **msg)
 
-    for index, source in plan["cells"]:
+    for index, _source in plan["cells"]:
+        index = int(index)
         if index not in skip_cells:
-            cell_name = f"<cell {index}>"
             channel.send(t="step", kind="cell", cell=index)
             start = monotonic()
-            try:
-                code = compile(source, cell_name, "exec")
-                exec(code, ns)  # noqa: S102 - running the learner's code is the point
-            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+            answer = ask(op="cell", cell=index)
+            error = answer.get("error")
+            if isinstance(error, dict):
+                line = error.get("line")
                 channel.send(
                     t="cell-error",
                     cell=index,
-                    etype=type(exc).__name__,
-                    text=_first_line(exc),
-                    line=_error_line(exc, cell_name),
+                    etype=str(error.get("etype", ""))[:80],
+                    text=str(error.get("text", ""))[:300],
+                    line=line if isinstance(line, int) else None,
                 )
             channel.send(t="cell-done", cell=index, seconds=round(monotonic() - start, 4))
         for ex_id in evaluate_after.get(str(index), []):
@@ -271,19 +496,39 @@ def run(plan: dict) -> None:
         evaluate(ex_id, "end")
     # An exercise that was not attempted where its check stood, but whose
     # function was redefined further down, is evaluated again at the end.
-    for ex_id, exercise in exercises.items():
-        if ex_id in seen_function and not attempted.get(ex_id):
-            func = ns.get(exercise.function)
-            if func is not None and func is not seen_function[ex_id]:
+    for ex_id in exercises:
+        if ex_id in seen and not attempted.get(ex_id):
+            found = ask(op="lookup", ex=ex_id)
+            if found.get("state") != "missing" and found.get("id") != seen[ex_id]:
                 evaluate(ex_id, "end")
     # flush what the learner printed before "done": the grader stops reading at "done"
-    for stream in (sys.stdout, sys.stderr):
+    ask(op="flush")
+    try:
+        os.kill(learner, 9)
+        os.waitpid(learner, 0)
+    except OSError:
+        pass
+    if os.getpid() == 1:
         try:
-            stream.flush()
-        except Exception:  # noqa: BLE001, S110 - a closed or replaced stream
+            os.kill(-1, 9)  # every other process of the namespace: what the learner started
+        except OSError:
             pass
-    channel.send(t="done")
-    os._exit(0)
+    channel.send(t="done", forged=state["forged"])
+    finish(0)
+
+
+def receive_ready(fd: int, buffer: bytearray, died) -> dict:
+    """The learner's process's first line: its confinement report, written before learner code."""
+    while b"\n" not in buffer:
+        data = os.read(fd, 1 << 16)
+        if not data or len(buffer) > 1 << 20:
+            died()
+        buffer.extend(data)
+    cut = buffer.find(b"\n")
+    line = bytes(buffer[:cut])
+    del buffer[: cut + 1]
+    ready = json.loads(line).get("ready")
+    return ready if isinstance(ready, dict) else {}
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from coursetools.grade import sandbox
 from coursetools.grade.events import Event, RunOutcome, RunPlan, Step, Transcript
+from coursetools.grade.wire import check_line
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEEP = 8192
@@ -57,6 +58,9 @@ class Run:
         self.bad_lines = 0
         self.transcript = Transcript(plan)
         self.out_of_order = 0  # well-formed events that the harness did not send there (forged)
+        self.forged = 0  # replies of the learner's process that the trusted parent dropped
+        self.cleanup: list[str] = []  # what the kill after the run could not do
+        self.group: sandbox.RunGroup | None = None
 
     def _keep_output(self, data: bytes) -> None:
         self.output_bytes += len(data)
@@ -65,6 +69,10 @@ class Run:
         self.tail = (self.tail + data)[-OUTPUT_KEEP:]
 
     def _parse(self, line: bytes) -> Event | None:
+        # the secret first, and a bounded nesting, before any parsing (issue 24)
+        if not check_line(line, b'{"k": "' + self.token.encode() + b'"'):
+            self.bad_lines += 1
+            return None
         try:
             data = json.loads(line)
         except (ValueError, RecursionError):
@@ -98,20 +106,31 @@ class Run:
             "fsize_mb": settings.fsize_mb,
             "cpu_s": int(settings.timeout_total + settings.timeout_setup + 10),
         }
-        home = str(self.scratch)
+        # in a namespace mode the sandbox's root is built on the scratch folder and the
+        # learner's home is a tmpfs at sandbox.HOME; without namespaces, the scratch folder
+        home = sandbox.HOME if settings.isolation in ("namespaces", "userns") else str(self.scratch)
         plan["env"] = {"HOME": home, "TMPDIR": home, "MPLCONFIGDIR": os.path.join(home, ".matplotlib")}
         self.scratch.mkdir(parents=True, exist_ok=True)
         payload = json.dumps(plan).encode("utf-8")
         zygote = None
         if self.zygotes and settings.isolation in ("namespaces", "none"):
             zygote = self.zygotes[self.slot % len(self.zygotes)]
+        name = f"coursetools-grade-{os.getpid()}-run-{self.slot}-{secrets.token_hex(4)}"
+        self.group = sandbox.RunGroup.create(name, self.memory_group)
         try:
             return self._execute_on(zygote, payload, read_fd, write_fd, plan)
         finally:
-            if uid is not None and settings.isolation not in ("namespaces", "userns"):
-                # without a PID namespace, whatever left the process group (setsid, daemons)
-                # is found by its uid; inside one, it died with the namespace's first process
-                sandbox.kill_uid(uid)
+            self._clean_up(uid)
+
+    def _clean_up(self, uid: int | None) -> None:
+        """After every run, in every isolation mode: kill every task of the run's cgroups, check
+        them empty and remove them, then kill every process left on the sandbox uid (issue 24)."""
+        if self.group is not None:
+            self.cleanup += self.group.destroy()
+        if uid is not None:
+            sandbox.kill_uid(uid)
+            if sandbox._uid_processes(uid):
+                self.cleanup.append(f"processes of uid {uid} outlived the run")
 
     def _execute_on(self, zygote, payload: bytes, read_fd: int, write_fd: int, plan: dict) -> RunOutcome:
         if zygote is not None:
@@ -124,13 +143,14 @@ class Run:
                 payload = json.dumps(plan).encode("utf-8")
         return self._execute_fresh(payload, read_fd, write_fd)
 
-    def _enter_group(self, pid: int) -> None:
-        """Put the run's first process in the slot's memory group; it waits for its plan meanwhile."""
-        if self.memory_group is not None:
-            try:
-                self.memory_group.add(pid)
-            except OSError:
-                pass  # it already ended, or the group is gone: the run goes on with the rlimits
+    def _enter_group(self, pid: int, scan: bool = False) -> None:
+        """Put the run's first process (and any child it already has) in the run's cgroups;
+        it waits for its plan meanwhile, so no learner code runs outside them."""
+        if self.group is None or not self.group.members:
+            return
+        pids = [pid, *_descendants(pid)] if scan else [pid]
+        for each in pids:
+            self.group.add(each)
 
     def _feed(self, write, payload: bytes) -> threading.Thread:
         def feed():
@@ -199,7 +219,7 @@ class Run:
             os.close(write_fd)
             return RunOutcome("fatal", message=f"could not start Python: {exc}")
         os.close(write_fd)
-        self._enter_group(proc.pid)
+        self._enter_group(proc.pid, scan=True)
 
         def write(data):
             proc.stdin.write(data)
@@ -306,6 +326,8 @@ class Run:
                         step = Step.from_event(event.data)
                         step_started = time.monotonic()
                     elif event.kind == "done":
+                        forged = event.data.get("forged")
+                        self.forged = forged if isinstance(forged, int) and forged > 0 else 0
                         self._drain(out_fd, open_streams)
                         return RunOutcome("done", step)
                     elif event.kind == "fatal":
@@ -318,6 +340,29 @@ class Run:
                     )
             if exited_at is None and poll() is not None:
                 exited_at = time.monotonic()
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (from /proc), for a start that forks before it is grouped."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def needed_paths(python: str) -> list[str]:

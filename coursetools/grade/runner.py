@@ -117,7 +117,8 @@ def grade_submission(
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         protocol_problems += run.bad_lines
-        out_of_order += run.out_of_order
+        out_of_order += run.out_of_order + run.forged
+        incidents += run.cleanup
         record["output"] = {
             "bytes": run.output_bytes,
             "head": run.head.decode("utf-8", "replace"),

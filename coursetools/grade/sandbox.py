@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 import resource
 import shutil
@@ -159,11 +160,171 @@ class MemoryGroup:
                 time.sleep(0.1)
 
 
+class RunGroup:
+    """The cgroups of one run: every process of the run is in them, and all die with :meth:`destroy`.
+
+    Created for each run, joined by the run's first process before it receives
+    its plan (so every process it starts is inside), and destroyed after the run:
+    every task is killed (cgroup v2: ``cgroup.kill``; v1: the freezer group is
+    frozen, each task killed, then thawed), the groups are checked empty and
+    removed. Members, each where writable: a group in every writable cgroup2
+    mount (below the slot's memory group when that is v2, so the slot's limit
+    covers it), a v1 freezer group, and a v1 memory group below the slot's v1
+    memory group. ``create`` returns a group without members where nothing is
+    writable (a grader that is not root); the PID namespace's death and
+    :func:`kill_uid` remain.
+    """
+
+    def __init__(self, members: list[tuple[str, str]]):
+        self.members = members  # (kind, path): kind "v2", "freezer" or "memory"
+
+    @classmethod
+    def create(cls, name: str, memory_group: MemoryGroup | None = None) -> RunGroup:
+        members: list[tuple[str, str]] = []
+        if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+            return cls(members)
+        tops: list[tuple[str, str]] = []
+        for kind, point in _cgroup_mounts():
+            if kind == "v2" and memory_group is not None and memory_group.kind == "cgroup v2":
+                if _under(memory_group.path, point):
+                    point = memory_group.path
+            elif kind == "memory":
+                if memory_group is None or memory_group.kind != "cgroup v1":
+                    continue
+                point = memory_group.path
+            tops.append((kind, point))
+        for kind, top in tops:
+            path = os.path.join(top, name)
+            try:
+                os.mkdir(path)
+                members.append((kind, path))
+            except OSError:
+                continue
+        return cls(members)
+
+    def add(self, pid: int) -> list[str]:
+        """Move ``pid`` into every member; the members it could not enter."""
+        failed = []
+        for kind, path in self.members:
+            try:
+                _write(os.path.join(path, "cgroup.procs"), str(pid))
+            except OSError:
+                failed.append(kind)
+        return failed
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for _kind, path in self.members:
+            try:
+                with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as fh:
+                    found.update(int(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def destroy(self, timeout: float = 5.0) -> list[str]:
+        """Kill every task of the run, check the groups empty and remove them; what went wrong."""
+        import time
+
+        problems: list[str] = []
+        for kind, path in self.members:
+            if kind == "v2":
+                try:
+                    _write(os.path.join(path, "cgroup.kill"), "1")
+                except OSError:
+                    pass  # a kernel before 5.14: the loop below kills task by task
+            elif kind == "freezer":
+                _freeze_and_kill(path)
+        end = time.monotonic() + timeout
+        while True:
+            left = self.pids()
+            if not left:
+                break
+            if time.monotonic() > end:
+                problems.append(f"{len(left)} processes of the run could not be killed")
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            time.sleep(0.005)
+        for kind, path in reversed(self.members):
+            for _ in range(200):
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.005)  # the last tasks are still exiting
+            else:
+                problems.append(f"the run's {kind} cgroup could not be removed")
+        self.members = []
+        return problems
+
+
+def _freeze_and_kill(path: str) -> None:
+    """cgroup v1: freeze the group (no task can fork while it is killed), kill each task, thaw."""
+    import time
+
+    state = os.path.join(path, "freezer.state")
+    try:
+        _write(state, "FROZEN")
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            with open(state, encoding="ascii") as fh:
+                if fh.read().strip() == "FROZEN":
+                    break
+            time.sleep(0.002)
+        with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as fh:
+            for pid in fh.read().split():
+                try:
+                    os.kill(int(pid), 9)
+                except (OSError, ValueError):
+                    pass
+    except OSError:
+        pass
+    finally:
+        try:
+            _write(state, "THAWED")  # a frozen task does not die until thawed
+        except OSError:
+            pass
+
+
+def _cgroup_mounts() -> list[tuple[str, str]]:
+    """Writable cgroup mounts that a run's group can live in: every cgroup2 mount ("v2"),
+    the v1 freezer hierarchy ("freezer") and the v1 memory hierarchy ("memory")."""
+    found: list[tuple[str, str]] = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or not tail:
+            continue
+        point = _unescape(fields[4])
+        if tail[0] == "cgroup2":
+            found.append(("v2", point))
+        elif tail[0] == "cgroup" and len(tail) >= 3:
+            options = tail[2].split(",")
+            if "freezer" in options:
+                found.append(("freezer", point))
+            elif "memory" in options:
+                found.append(("memory", point))
+    return [(k, p) for k, p in found if os.access(p, os.W_OK)]
+
+
 def sweep_memory_groups() -> None:
-    """Remove the empty groups of graders that ended without cleaning up (``kill -9``)."""
+    """Remove the groups (slot and run groups) of graders that ended without cleaning up
+    (``kill -9``): their tasks are killed first, then the folders removed bottom-up."""
     if os.geteuid() != 0:
         return
-    for _kind, top in _cgroup_roots():
+    tops = {top for _kind, top in _cgroup_roots()} | {top for _kind, top in _cgroup_mounts()}
+    for top in tops:
         try:
             names = os.listdir(top)
         except OSError:
@@ -172,10 +333,23 @@ def sweep_memory_groups() -> None:
             parts = name.split("-")
             if name.startswith("coursetools-grade-") and len(parts) > 2 and parts[2].isdigit():
                 if not os.path.exists(f"/proc/{parts[2]}"):
-                    try:
-                        os.rmdir(os.path.join(top, name))
-                    except OSError:
-                        pass
+                    _remove_tree(os.path.join(top, name))
+
+
+def _remove_tree(path: str) -> None:
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _remove_tree(entry.path)
+    try:
+        with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as fh:
+            for pid in fh.read().split():
+                os.kill(int(pid), 9)
+    except (OSError, ValueError):
+        pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _write(path: str, text: str, required: bool = True) -> None:
@@ -404,68 +578,203 @@ def _open_up(libc, needed: list[str], stage: str, report: dict) -> None:
             report["opened"].append(folder)
 
 
-def enter(settings: dict) -> dict:
-    """Confine the current process as ``settings`` asks; return what was achieved.
+# What a sandbox's root holds besides the interpreter and the packages (issue 24): the
+# system's libraries and programs, a few files of /etc, device nodes, the CPU topology
+# (torch's cpuinfo reads it). Nothing else of the host exists there: no /tmp, no /run,
+# no home folders, no other checkout, no socket.
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+)
+DEV_NODES = ("null", "zero", "full", "random", "urandom")
+SYS_DIRS = ("/sys/devices/system/cpu", "/sys/devices/system/node")
+HOME = "/home/student"
+MNT_DETACH = 2
 
-    ``settings`` keys: ``mode`` (from :func:`probe`), ``scratch`` (folder that
-    becomes the private writable tmpfs), ``scratch_mb``, ``hide`` (folders to
-    cover), ``needed`` (folders the interpreter must still read), ``uid``,
-    ``memory_mb``, ``nproc``, ``fsize_mb``, ``cpu_s``.
+
+def enter(settings: dict) -> dict:
+    """Confine the sandbox's trusted parent as ``settings`` asks; return what was achieved.
+
+    In a namespace mode the process gets a new root built from an allow-list
+    (:func:`build_root`): a tmpfs holding read-only bind mounts of exactly what
+    grading needs and a private writable home folder, which becomes the working
+    directory. Without namespaces the scratch folder is the working directory.
+    The learner's limits, uid, capabilities and system-call filter are set later,
+    in the learner's own process (:func:`confine`): this process stays the
+    trusted parent that holds the grader's channel.
+
+    ``settings`` keys: ``mode`` (from :func:`probe`), ``scratch`` (the host
+    folder the new root is mounted on), ``scratch_mb``, ``needed`` (folders the
+    interpreter must read), ``uid``, ``memory_mb``, ``nproc``, ``fsize_mb``, ``cpu_s``.
+    A namespace mode that cannot build its root raises OSError: a submission
+    never runs with less isolation than its report says.
     """
     report: dict = {
         "mode": settings.get("mode", "none"),
         "network": False,
         "readonly": False,
+        "root": [],
         "hidden": [],
         "opened": [],
         "uid": _host_uid(),  # as the host sees it (in a user namespace, uid 0 is the grader's own uid)
         "limits": [],
+        "seccomp": False,
         "errors": [],
     }
     scratch = settings["scratch"]
     linux = sys.platform.startswith("linux")
     in_ns = report["mode"] in ("namespaces", "userns") and linux
     if in_ns:
-        libc = _libc()
         report["network"] = True  # a new network namespace: only a loopback, which is down
-        try:
-            _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
-            needed = [os.path.realpath(p) for p in settings.get("needed", [])]
-            for folder in settings.get("hide", []):
-                folder = os.path.realpath(folder)
-                if not os.path.isdir(folder) or any(_under(n, folder) for n in needed):
-                    continue
-                _mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m")
-                report["hidden"].append(folder)
-            os.makedirs(scratch, exist_ok=True)
-            size = int(settings.get("scratch_mb", 64))
-            _mount(libc, "tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}m")
-            uid = settings.get("uid")
-            if uid is not None and os.getuid() == 0 and _real_root():
-                _open_up(libc, needed, scratch, report)
-            for point, flags in _mounts():
-                if point == scratch or any(_under(point, t) for t in ("/proc", "/sys", "/dev")):
-                    continue
-                try:
-                    _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
-                except OSError as exc:
-                    if point == "/":
-                        raise
-                    report["errors"].append(str(exc))
-            report["readonly"] = True
-            if os.path.isdir("/dev/shm"):
-                _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=16m")
-        except OSError as exc:
-            report["errors"].append(str(exc))
+        build_root(settings, report)
+        report["readonly"] = True
+        os.chdir(HOME)
     else:
         os.makedirs(scratch, exist_ok=True)
-    os.chdir(scratch)
+        os.chdir(scratch)
+    return report
+
+
+def build_root(settings: dict, report: dict) -> None:
+    """Make this mount namespace's root a fresh tmpfs with only what grading needs.
+
+    On the (host) folder ``settings["scratch"]``: a tmpfs that becomes ``/`` by
+    ``pivot_root``, into which the system folders (:data:`SYSTEM_DIRS`, or their
+    symbolic links), a few files of ``/etc``, the ``needed`` folders (the
+    interpreter, the virtual environment, the course's packages) are bind-mounted
+    read-only at their own paths; ``/proc`` (this PID namespace's), a few device
+    nodes, a private ``/dev/shm``, and a writable tmpfs home (:data:`HOME`, also
+    ``/tmp``) of ``scratch_mb``. ``attnlib/checks`` is left out: the harness has
+    imported the checker's machinery before (the check modules never enter the
+    sandbox). The old root is detached, so ``/proc/self/mountinfo`` names only
+    these mounts.
+    """
+    libc = _libc()
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    new = os.path.realpath(settings["scratch"])
+    os.makedirs(new, exist_ok=True)
+    _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
+    binds: list[str] = []
+
+    def bind(src: str, recursive: bool = True) -> None:
+        target = new + src
+        if os.path.isdir(src) and not os.path.islink(src):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.lexists(target):
+                with open(target, "wb"):
+                    pass
+        _mount(libc, src, target, None, MS_BIND | (MS_REC if recursive else 0))
+        binds.append(src)
+
+    for top in SYSTEM_DIRS:
+        if os.path.islink(top):
+            os.symlink(os.readlink(top), new + top)
+        elif os.path.isdir(top):
+            bind(top)
+    os.makedirs(new + "/etc", exist_ok=True)
+    for path in ETC_FILES:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), new + path)
+        elif os.path.isfile(path):
+            bind(path, recursive=False)
+    needed = sorted({os.path.realpath(p) for p in settings.get("needed", [])}, key=len)
+    for path in needed:
+        if not os.path.exists(path) or any(_under(path, b) for b in binds):
+            continue
+        name = os.path.basename(path)
+        if name == "attnlib" and os.path.isdir(os.path.join(path, "checks")):
+            # the package without its check modules: each entry but checks/ on its own
+            os.makedirs(new + path, exist_ok=True)
+            for entry in sorted(os.listdir(path)):
+                if entry != "checks":
+                    bind(os.path.join(path, entry))
+            continue
+        bind(path)
+    for path in SYS_DIRS:
+        if os.path.isdir(path):
+            try:
+                bind(path)
+            except OSError as exc:
+                report["errors"].append(str(exc))
+    # this PID namespace's /proc (mounted by unshare --mount-proc or the zygote)
+    os.makedirs(new + "/proc", exist_ok=True)
+    _mount(libc, "/proc", new + "/proc", None, MS_BIND | MS_REC)
+    os.makedirs(new + "/dev", exist_ok=True)
+    _mount(libc, "tmpfs", new + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for node in DEV_NODES:
+        if os.path.exists("/dev/" + node):
+            bind("/dev/" + node, recursive=False)
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.makedirs(new + "/dev/shm")
+    _mount(libc, "tmpfs", new + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=16m")
+    size = int(settings.get("scratch_mb", 64))
+    os.makedirs(new + HOME)
+    _mount(libc, "tmpfs", new + HOME, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}m")
+    os.makedirs(new + "/tmp")
+    _mount(libc, new + HOME, new + "/tmp", None, MS_BIND)
+    os.makedirs(new + "/.old")
+    os.chdir(new)
+    if libc.syscall(_PIVOT_ROOT.get(_machine(), -1), b".", b".old") != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"pivot_root: {os.strerror(err)}")
+    os.chdir("/")
+    if libc.umount2(b"/.old", MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"detaching the old root: {os.strerror(err)}")
+    os.rmdir("/.old")
+    # everything read-only but the home folder (and /tmp, the same), /dev/shm, /proc
+    writable = {HOME, "/tmp", "/dev/shm", "/proc"}
+    for point, flags in _mounts():
+        if point in writable or _under(point, "/proc"):
+            continue
+        try:
+            _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        except OSError as exc:
+            if point == "/":
+                raise
+            report["errors"].append(str(exc))
+    report["root"] = sorted(set(binds))
+
+
+def _machine() -> str:
+    return os.uname().machine
+
+
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+
+
+def confine(settings: dict, report: dict) -> None:
+    """Confine the learner's process (a child of the trusted parent), before any learner code.
+
+    Resource limits; the sandbox uid when the grader is root (then the home
+    folder is handed to it); no capabilities at all (in a user namespace the
+    process would otherwise keep root's there); ``no_new_privs``; and a seccomp
+    filter (:func:`install_seccomp`) that refuses ``socket()`` of every family,
+    ``ptrace``, access to other processes' memory, mounts and new namespaces.
+    What was achieved is added to ``report``.
+    """
+    linux = sys.platform.startswith("linux")
     _limits(settings, report)
+    home = os.getcwd()
     uid = settings.get("uid")
     if uid is not None and os.getuid() == 0 and _real_root():
         if _traversable(settings.get("needed", [])):
             try:
-                os.chown(scratch, uid, uid)
+                os.chown(home, uid, uid)
                 os.setgroups([])
                 os.setgid(uid)
                 os.setuid(uid)
@@ -477,11 +786,191 @@ def enter(settings: dict) -> dict:
         else:
             report["errors"].append("stayed root: the interpreter is not readable by other users")
     if linux:
+        libc = _libc()
         try:
-            _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    return report
+            drop_capabilities(libc)
+        except OSError as exc:
+            report["errors"].append(str(exc))
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        try:
+            install_seccomp(libc)
+            report["seccomp"] = True
+        except OSError as exc:
+            report["errors"].append(str(exc))
+
+
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_DUMPABLE = 4
+
+
+def drop_capabilities(libc) -> None:
+    """Drop every capability: bounding set, ambient set, then effective, permitted, inheritable."""
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break  # past the last capability this kernel knows
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset: {os.strerror(err)}")
+
+
+def set_dumpable(value: bool) -> None:
+    """``PR_SET_DUMPABLE``: a process that is not dumpable cannot be traced or read through
+    ``/proc/<pid>/mem`` by a process of the same uid without ``CAP_SYS_PTRACE``."""
+    if sys.platform.startswith("linux"):
+        _libc().prctl(PR_SET_DUMPABLE, int(value), 0, 0, 0)
+
+
+# --------------------------------------------------------------------------- seccomp
+
+_SECCOMP_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# system calls refused to learner code, by architecture: socket() of every family (a
+# socketpair stays possible), tracing and other processes' memory, mounts, namespaces,
+# the kernel's keyring, BPF, perf, userfaultfd, io_uring, handles to files by number
+_SECCOMP_DENY = {
+    "x86_64": {
+        "socket": 41,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "chroot": 161,
+        "unshare": 272,
+        "setns": 308,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "userfaultfd": 323,
+        "io_uring_setup": 425,
+        "open_by_handle_at": 304,
+        "name_to_handle_at": 303,
+        "kcmp": 312,
+        "pidfd_getfd": 438,
+        "fsopen": 430,
+        "fsmount": 432,
+        "open_tree": 428,
+        "move_mount": 429,
+        "mount_setattr": 442,
+        "init_module": 175,
+        "finit_module": 313,
+        "kexec_load": 246,
+        "acct": 163,
+        "swapon": 167,
+        "reboot": 169,
+        "syslog": 103,
+    },
+    "aarch64": {
+        "socket": 198,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "chroot": 51,
+        "unshare": 97,
+        "setns": 268,
+        "keyctl": 219,
+        "add_key": 217,
+        "request_key": 218,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "userfaultfd": 282,
+        "io_uring_setup": 425,
+        "open_by_handle_at": 265,
+        "name_to_handle_at": 264,
+        "kcmp": 272,
+        "pidfd_getfd": 438,
+        "fsopen": 430,
+        "fsmount": 432,
+        "open_tree": 428,
+        "move_mount": 429,
+        "mount_setattr": 442,
+        "init_module": 105,
+        "finit_module": 273,
+        "kexec_load": 104,
+        "acct": 89,
+        "swapon": 224,
+        "reboot": 142,
+        "syslog": 116,
+    },
+}
+_CLONE = {"x86_64": 56, "aarch64": 220}
+_CLONE3 = 435
+# clone() flags that make a new namespace (user, mount, PID, network, IPC, UTS, cgroup, time)
+_CLONE_NEW = 0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | 0x04000000 | 0x02000000 | 0x80
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_SECCOMP_RET_KILL_PROCESS = 0x80000000
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """The BPF program of the learner's seccomp filter, as ``(code, jt, jf, k)`` rows.
+
+    Another architecture than the one named is killed (a 32-bit entry into a
+    64-bit kernel reads other numbers); on x86_64 the x32 calls (bit 30) are
+    refused; each call of :data:`_SECCOMP_DENY` returns ``EPERM``; ``clone``
+    with a namespace flag returns ``EPERM``; ``clone3`` (whose flags a filter
+    cannot read) returns ``ENOSYS``, so that the C library falls back to ``clone``.
+    """
+    machine = machine or _machine()
+    if machine not in _SECCOMP_ARCH:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {machine}")
+    ld_w_abs, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+    eperm = _SECCOMP_RET_ERRNO | errno.EPERM
+    prog = [
+        (ld_w_abs, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, _SECCOMP_ARCH[machine]),
+        (ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+        (ld_w_abs, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if machine == "x86_64":
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, eperm)]
+    for nr in sorted(set(_SECCOMP_DENY[machine].values())):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    prog += [(jeq, 0, 1, _CLONE3), (ret, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    prog += [
+        (jeq, 0, 3, _CLONE[machine]),
+        (ld_w_abs, 0, 0, 16),  # the low 32 bits of args[0]: clone's flags
+        (jset, 0, 1, _CLONE_NEW),
+        (ret, 0, 0, eperm),
+        (ret, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
+    return prog
+
+
+def install_seccomp(libc=None) -> None:
+    """Install :func:`seccomp_program` on this process (and every process it starts)."""
+    libc = libc or _libc()
+    rows = seccomp_program()
+    array = (_SockFilter * len(rows))(*[_SockFilter(*row) for row in rows])
+    prog = _SockFprog(len(rows), array)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp: {os.strerror(err)}")
 
 
 def _host_uid() -> int:

@@ -11,6 +11,7 @@ worst be wrong, never dangerous.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import numpy as np
@@ -84,3 +85,24 @@ def decode(data: Any, depth: int = 0) -> Any:
             raise WireError("array size does not match its shape")
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     raise WireError(f"unknown output kind {kind!r}")
+
+
+MAX_LINE_DEPTH = 2 * MAX_DEPTH + 8  # an event's JSON nesting: its own levels and an output's
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def check_line(line: bytes, prefix: bytes, max_depth: int = MAX_LINE_DEPTH) -> bool:
+    """True when ``line`` begins with ``prefix`` (the run's secret, written first) and its JSON
+    nesting stays within ``max_depth``: checked before the line is parsed, so a forged line of
+    nested brackets costs a scan, never a deep parse (issue 24)."""
+    if not line.startswith(prefix):
+        return False
+    brackets = _STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= max_depth:
+        return True
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((codes == 0x5B) | (codes == 0x7B), 1, -1).astype(np.int64)
+    return int(np.cumsum(steps).max()) <= max_depth
+
+
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
