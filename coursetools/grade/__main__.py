@@ -7,22 +7,42 @@ import os
 import sys
 from pathlib import Path
 
+from coursetools.grade.escape import terminal
 from coursetools.grade.runner import Settings
 
-# python -m coursetools.grade gradescope|report|overrides ...: gradescope.py, class_report.py, overrides.py
-SUBCOMMANDS = ("gradescope", "report", "overrides")
+# python -m coursetools.grade SUBCOMMAND ...: (module, one line of help)
+SUBCOMMANDS = {
+    "report": (
+        "class_report",
+        "rewrite OUT/report.html and every output from OUT's records, without regrading",
+    ),
+    "overrides": ("overrides", "merge OUT/overrides.csv (and manual scores, late.toml) into every output"),
+    "manual": ("manual", "collect the written answers into OUT/manual/ to score them by hand"),
+    "export": (
+        "export",
+        "write the gradebook and feedback for Canvas or Moodle: export canvas|moodle OUT_DIR",
+    ),
+    "gradescope": ("gradescope", "write Gradescope's autograder archive for an assignment"),
+}
+EPILOG = "subcommands (each has --help):\n" + "\n".join(
+    f"  python -m coursetools.grade {name:<11} {text}" for name, (_, text) in SUBCOMMANDS.items()
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] and argv[0] in SUBCOMMANDS:
-        from coursetools.grade import class_report, gradescope, overrides
+        import importlib
 
-        run = {"gradescope": gradescope.main, "report": class_report.main, "overrides": overrides.main}
-        return run[argv[0]](argv[1:])
+        module = importlib.import_module(f"coursetools.grade.{SUBCOMMANDS[argv[0]][0]}")
+        return module.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m coursetools.grade",
+        usage="python -m coursetools.grade ASSIGNMENT SUBMISSIONS [--out OUT] [options]\n"
+        "       python -m coursetools.grade {" + ",".join(SUBCOMMANDS) + "} ...",
         description="Grade a class's exercise notebooks, each in its own sandboxed process.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("assignment", help="the exercise notebook, or its stem (e.g. 00-how-to-use)")
     parser.add_argument(
@@ -48,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         "--hide", action="append", default=[], type=Path, help="another folder the submissions must not see"
     )
     parser.add_argument("--overrides", type=Path, default=None, help="manual adjustments (OUT/overrides.csv)")
+    parser.add_argument(
+        "--show-hidden-inputs",
+        action="store_true",
+        help="the feedback shows what each hidden case tries and what came back (default: its verdict, "
+        "the named mistake and the hint only)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress and no summary")
     args = parser.parse_args(argv)
     if not (args.submissions.is_dir() or (args.submissions.is_file() and args.submissions.suffix == ".zip")):
@@ -68,16 +94,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         notebook = Path(resolve_assignment(args.assignment, classroom.ROOT))
         folder = classroom.prepare(args.submissions, args.out.resolve(), notebook.stem, args.quiet)
-        grade(args.assignment, folder, args.out, args.jobs, args.force, settings, quiet=args.quiet)
+        grade(
+            args.assignment,
+            folder,
+            args.out,
+            args.jobs,
+            args.force,
+            settings,
+            quiet=args.quiet,
+            show_hidden_inputs=args.show_hidden_inputs,
+            overrides_csv=args.overrides,
+        )
     except KeyboardInterrupt:
         print("\ninterrupted: finished students are saved; rerun the same command to go on", file=sys.stderr)
         return 130
     except (FileNotFoundError, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # student ids, overrides.csv, report.html (coursetools/grade/classroom.py)
-    for problem in classroom.after_grading(args.out, notebook.stem, notebook, args.overrides):
-        print(f"overrides: {problem}", file=sys.stderr)
+    # grade() ends by rendering every output from the final scores (publish.py); the
+    # problems of the adjustments are in its summary, printed again here for --quiet runs
+    if args.quiet:
+        from coursetools.grade.scores import compute
+
+        for problem in compute(args.out).problems:
+            print(f"problem: {terminal(problem)}", file=sys.stderr)
     return 0
 
 

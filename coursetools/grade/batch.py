@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import re
 import shutil
 import tempfile
 import threading
@@ -17,10 +18,19 @@ import nbformat
 
 from attnlib.checks import get_exercise
 from coursetools import assign
-from coursetools.grade import report, sandbox
+from coursetools.grade import manual, publish, report, sandbox, scores
+from coursetools.grade.escape import key_ok
+from coursetools.grade.paths import ROOT
 from coursetools.grade.process import needed_paths
-from coursetools.grade.runner import ROOT, Settings, base_env, grade_submission
-from coursetools.grade.submission import Assignment, find_submissions, resolve_assignment
+from coursetools.grade.record import Record, Status
+from coursetools.grade.runner import Settings, base_env, grade_submission
+from coursetools.grade.submission import (
+    Assignment,
+    Submission,
+    find_submissions,
+    read_notebook,
+    resolve_assignment,
+)
 from coursetools.grade.zygote import Zygote
 
 
@@ -107,6 +117,77 @@ def assignment_digest(path: Path, points: dict[str, float]) -> str:
     return h.hexdigest()[:16]
 
 
+def split_strays(subs: list[Submission], folder: Path) -> tuple[list[Submission], list[str]]:
+    """The submissions, and the files at the top of ``folder`` that are not (a stray
+    ``notes.txt``: not a notebook, and not a learner's upload staged from an LMS download,
+    which ``roster.csv`` lists). A folder is always a learner's."""
+    from coursetools.grade.intake import STAGED_MARK, staged_uploads
+
+    uploads = staged_uploads(folder) if (folder / STAGED_MARK).is_file() else set()
+    kept, strays = [], []
+    for sub in subs:
+        path = sub.path
+        top = path.parent == folder
+        if (
+            top
+            and path.is_file()
+            and not path.is_symlink()
+            and path.suffix != ".ipynb"
+            and path.name not in uploads
+        ):
+            strays.append(path.name)
+        else:
+            kept.append(sub)
+    return kept, strays
+
+
+def safe_keys(subs: list[Submission]) -> None:
+    """Every key begins with a letter or a digit (a key ``-1-1`` or ``=cmd`` is a formula in a
+    spreadsheet and an option on a command line): such a key gets the prefix ``s``, and a
+    fingerprint of the original name when that collides."""
+    taken = {s.student.lower() for s in subs}
+    for sub in subs:
+        if key_ok(sub.student):
+            continue
+        stem = "s" + "".join(
+            ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "-" for ch in sub.student
+        )
+        key = stem[:100]
+        if key.lower() in taken:
+            digest = hashlib.sha256(sub.student.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+            key = f"{stem[:90]}-{digest}"
+        taken.add(key.lower())
+        sub.student = key
+
+
+def cell_labels(record: dict, path: Path) -> dict[str, dict]:
+    """``{notebook index: {"number": n, "first": line}}`` for the cells a record names: the
+    number of the cell among the notebook's code cells (from 1) and its first line, as the
+    learner sees it in Jupyter (the grader's indices count every cell from 0)."""
+    wanted = {str(e.get("cell")) for e in record.get("cell_errors") or [] if isinstance(e, dict)}
+    for text in list(record.get("incidents") or []) + list(record.get("notes") or []):
+        wanted.update(report.CELL_REF.findall(str(text)))
+        wanted.update(n for group in re.findall(r"cells \[([\d, ]+)\]", str(text)) for n in group.split(", "))
+    wanted.discard("None")
+    if not wanted:
+        return {}
+    try:
+        nb = read_notebook(path)
+    except Exception:  # noqa: BLE001 - labels are a courtesy (Unreadable included)
+        return {}
+    labels = {}
+    number = 0
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        number += 1
+        if str(index) in wanted:
+            source = cell.get("source", "")
+            lines = [ln.strip() for ln in str(source).splitlines() if ln.strip()]
+            labels[str(index)] = {"number": number, "first": (lines[0] if lines else "")[:80]}
+    return labels
+
+
 def grade(
     assignment_spec: str,
     submissions: Path,
@@ -117,6 +198,8 @@ def grade(
     progress_stream=None,
     quiet: bool = False,
     zygotes: list | None = None,
+    show_hidden_inputs: bool = False,
+    overrides_csv: Path | None = None,
 ) -> list[dict]:
     """Grade ``submissions`` against the exercise notebook ``assignment_spec``; return the records.
 
@@ -126,11 +209,14 @@ def grade(
     whose submission file and assignment are unchanged is kept unless ``force``.
     ``zygotes``: pre-warmed processes a caller lends (for several assignments);
     by default the grader starts one per job slot and closes them at the end.
+    ``show_hidden_inputs``: the feedback shows what the hidden cases try and what came back
+    (by default only their verdict, the named mistake and the hint). At the end every output
+    is rendered from the class's final scores (:func:`coursetools.grade.publish.publish`:
+    overrides, manual scores, late policy) and, unless ``quiet``, the summary is printed.
     """
     started = time.monotonic()
     assignment = load_assignment(assignment_spec)
     exercises = {ex_id: get_exercise(ex_id) for ex_id in assignment.points}
-    ex_ids = list(assignment.points)
     out = Path(out).resolve()
     submissions = Path(submissions).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -153,12 +239,28 @@ def grade(
         uid_base=sandbox.allocate_uids(jobs) if own_uids else given.uid_base,
     )
 
-    subs = [s for s in find_submissions(submissions, assignment.path.stem) if s.path.resolve() != out]
+    found = [s for s in find_submissions(submissions, assignment.path.stem) if s.path.resolve() != out]
+    subs, strays = split_strays(found, submissions)
+    safe_keys(subs)
+    nb = nbformat.read(assignment.path, as_version=4)
+    info = scores.ClassInfo(
+        assignment=assignment.path.stem,
+        notebook=str(assignment.path.resolve()),
+        points=dict(assignment.points),
+        functions=dict(assignment.functions),
+        manual=manual.questions(nb),
+        students=[s.student for s in subs],
+        strays=strays,
+        show_hidden_inputs=show_hidden_inputs,
+        overrides=str(Path(overrides_csv).resolve()) if overrides_csv else "",
+    )
+    info.save(out)
+    sources = scores.Sources.load(out, info)
     records: dict[str, dict] = {}
     todo = []
     for sub in subs:
         old = None if force else report.load_record(out, sub.student)
-        kept = old is not None and old.get("status") not in ("interrupted", "grader-error")
+        kept = old is not None and Status.parse(old.get("status")).final
         if kept and old.get("digest") == sub.digest and old.get("assignment") == assignment.digest:
             records[sub.student] = old
         else:
@@ -168,7 +270,8 @@ def grade(
     lock = threading.Lock()
 
     def write_csv():
-        report.write_csv(out, [records[s] for s in order], ex_ids)
+        typed = {k: Record.from_dict(v) for k, v in records.items()}
+        report.write_gradebook(out, scores.build(info, typed, sources))
 
     write_csv()
     progress = report.Progress(len(subs), progress_stream)
@@ -191,11 +294,16 @@ def grade(
                 record = grade_submission(sub, assignment, exercises, settings, slot, stop, zygotes, group)
                 record["memory_group"] = group.kind if group else None
                 record["assignment"] = assignment.digest
-                if record.get("status") != "interrupted":
-                    report.write_student(out, record, assignment.path.stem)
+                record["cell_labels"] = cell_labels(record, sub.path)
+                if Status.parse(record.get("status")) is not Status.INTERRUPTED:
+                    graded = scores.build(info, {sub.student: Record.from_dict(record)}, sources)
+                    publish.write_learner(out, graded.by_student()[sub.student], graded)
+                    report.write_record(out, record)
             except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
                 record = report.pending_record(sub.student, str(sub.path), assignment.points)
-                record.update(status="grader-error", incidents=[f"{type(exc).__name__}: {exc}"[:300]])
+                record.update(
+                    status=Status.GRADER_ERROR.value, incidents=[f"{type(exc).__name__}: {exc}"[:300]]
+                )
                 record["digest"] = sub.digest
         finally:
             slots.put(slot)
@@ -259,6 +367,7 @@ def grade(
     except OSError:
         pass
     final = [records[s] for s in order]
+    published = publish.publish(out)
     if not quiet:
         isolation = sandbox.describe(
             settings.isolation,
@@ -267,5 +376,5 @@ def grade(
             groups[0].kind if groups else None,
             needed_paths(settings.python),
         )
-        print(report.summary(final, ex_ids, isolation, time.monotonic() - started), flush=True)
+        print(report.summary(published, isolation, time.monotonic() - started), flush=True)
     return final

@@ -25,24 +25,15 @@ import html
 import io
 import os
 import statistics
-import time
 from collections import Counter
 from pathlib import Path
 
 from coursetools.grade import similarity
-from coursetools.grade.overrides import load_records
+from coursetools.grade.escape import visible
+from coursetools.grade.record import STATUS_ORDER, Status
 
 REPORT = "report.html"
-STATUS_ORDER = [
-    "graded",
-    "needs-review",
-    "timeout",
-    "kernel-died",
-    "unreadable",
-    "grader-error",
-    "interrupted",
-    "not-graded",
-]
+STATUS_ORDER = [s.value for s in STATUS_ORDER]
 TOP_MISTAKES = 5
 SLOWEST = 10
 
@@ -79,7 +70,7 @@ def _number(value: float | None, digits: int = 2) -> str:
 
 
 def _e(text) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(visible(str(text)), quote=True)
 
 
 # --------------------------------------------------------------------------- figures
@@ -134,7 +125,8 @@ def _status_figure(counts: Counter) -> str:
     labels = [s for s in STATUS_ORDER if counts.get(s)] + sorted(set(counts) - set(STATUS_ORDER))
     fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(labels) + 0.8))
     colours = [
-        "#2e7d32" if s == "graded" else "#c77700" if s == "needs-review" else "#b3261e" for s in labels
+        "#2e7d32" if s == Status.GRADED else "#c77700" if s == Status.NEEDS_REVIEW else "#b3261e"
+        for s in labels
     ]
     ax.barh(labels[::-1], [counts[s] for s in labels][::-1], color=colours[::-1])
     ax.set_xlabel("submissions")
@@ -202,8 +194,12 @@ def build_report(
     assignment_name: str = "",
     assignment: Path | None = None,
     flags: list[similarity.Flag] | None = None,
+    mean_text: str | None = None,
+    strays: list[str] = (),
+    adjusted: int = 0,
 ) -> str:
-    """The page for ``records`` (the grader's records of one assignment)."""
+    """The page for ``records`` (the grader's records of one assignment, as dicts; with
+    the final scores when built by :func:`build_report_from`)."""
     exercises: list[str] = []
     points: dict[str, float] = {}
     functions: dict[str, str] = {}
@@ -222,7 +218,7 @@ def build_report(
         ]
         for ex in exercises
     }
-    statuses = Counter(r.get("status", "not-graded") for r in records)
+    statuses = Counter(r.get("status", Status.NOT_GRADED.value) for r in records)
     seconds = [float(r["seconds"]) for r in records if isinstance(r.get("seconds"), (int, float))]
     totals = [float(r["total"]) for r in records if r.get("total") is not None]
     max_total = max((float(r.get("max") or 0) for r in records), default=0.0)
@@ -242,9 +238,14 @@ def build_report(
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
         '<a class="skip" href="#main">Skip to the report</a>',
         f'<header><h1>{_e(title)}</h1><p class="lead">{len(records)} submission{plural}; '
-        f"{statuses.get('graded', 0)} graded to the end; mean total "
-        f"{_number(statistics.mean(totals)) if totals else '-'} of {_number(max_total)} "
-        f"(over {len(totals)} submissions with a total). Written {_e(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
+        f"{statuses.get(Status.GRADED.value, 0)} graded to the end; "
+        + _e(
+            mean_text
+            or f"class mean {_number(statistics.mean(totals)) if totals else '-'} of {_number(max_total)} "
+            f"(over {len(totals)} submissions with a total)"
+        )
+        + (f"; {adjusted} with a score changed by the instructor" if adjusted else "")
+        + ".</p>",
         "<nav aria-label='Sections'><ul>"
         "<li><a href='#scores'>Scores per exercise</a></li><li><a href='#statuses'>Statuses</a></li>"
         "<li><a href='#mistakes'>Most frequent named mistakes</a></li>"
@@ -300,7 +301,7 @@ def build_report(
                 {1},
             )
         )
-        look = [r for r in records if r.get("status") not in ("graded",)]
+        look = [r for r in records if r.get("status") != Status.GRADED.value]
         if look:
             out.append("<h3>Submissions to look at</h3><ul>")
             for r in look[:50]:
@@ -395,44 +396,80 @@ def build_report(
         )
     else:
         out.append("<p>No pair found.</p>")
-    out.append("</section></main></body></html>")
+    out.append("</section>")
+    if strays:
+        out.append('<section aria-labelledby="strays"><h2 id="strays">Files that are not submissions</h2>')
+        out.append(
+            "<p>Found in the download and not graded (not a notebook and not a learner's upload):</p><ul>"
+        )
+        out += [f"<li><code>{_e(visible(s))}</code></li>" for s in strays]
+        out.append("</ul></section>")
+    out.append("</main></body></html>")
     return "\n".join(out) + "\n"
 
 
 def _status_meaning() -> dict[str, str]:
-    try:
-        from coursetools.grade.gradescope import grader_module
+    return {status.value: status.meaning for status in Status}
 
-        return dict(grader_module("report").STATUS_MEANING)
-    except (ImportError, AttributeError):
-        return {}
+
+def build_report_from(scores, assignment: Path | None = None) -> str:
+    """The page for a class's final scores (:class:`coursetools.grade.scores.ClassScores`):
+    every number on it is the one of grades.csv and the feedback."""
+    records = []
+    for grade in scores.grades:
+        record = grade.record
+        records.append(
+            {
+                "student": grade.student,
+                "file": record.file,
+                "status": grade.status.value,
+                "seconds": record.seconds,
+                "total": grade.total,
+                "max": grade.max,
+                "exercises": {
+                    ex_id: {
+                        "function": ex.function,
+                        "points": ex.points,
+                        "score": grade.scores.get(ex_id),
+                        "cases": [{"misconception": c.misconception} for c in ex.cases],
+                    }
+                    for ex_id, ex in record.exercises.items()
+                },
+            }
+        )
+    return build_report(
+        records,
+        scores.info.assignment,
+        assignment,
+        mean_text=scores.mean_text(),
+        strays=scores.info.strays,
+        adjusted=sum(bool(g.adjustments) for g in scores.grades),
+    )
 
 
 def write_report(out: Path, assignment_name: str = "", assignment: Path | None = None) -> Path:
-    """Write ``OUT/report.html`` from the records in ``OUT``; return its path."""
-    out = Path(out)
-    records = load_records(out)
-    gradebook = out / "grades.csv"
-    if gradebook.is_file():  # only this run's class: a student no longer submitted keeps an old record
-        import csv
+    """Write ``OUT/report.html`` (and every other output: :func:`coursetools.grade.publish.publish`,
+    so the page's numbers are the gradebook's); return its path."""
+    from coursetools.grade.publish import publish
+    from coursetools.grade.scores import ClassInfo
 
-        with open(gradebook, encoding="utf-8", newline="") as fh:
-            listed = [row.get("student", "") for row in csv.DictReader(fh)]
-        records = {s: records[s] for s in listed if s in records}
-    records = list(records.values())
-    page = build_report(records, assignment_name, assignment)
-    path = out / REPORT
-    tmp = path.with_name(f".{REPORT}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    out = Path(out)
+    info = ClassInfo.load(out)
+    if assignment is not None and not info.notebook:
+        info.notebook = str(Path(assignment).resolve())
+        info.assignment = info.assignment or assignment_name or Path(assignment).stem
+        info.save(out)
+    publish(out)
+    return out / REPORT
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m coursetools.grade report", description="Rewrite OUT/report.html from OUT's records."
+        prog="python -m coursetools.grade report",
+        description="Rewrite OUT/report.html (and grades.csv, the feedback, results.json) from OUT's records "
+        "and adjustments, without regrading.",
     )
     parser.add_argument("out", type=Path, help="the grader's output folder")
     parser.add_argument("--assignment", default=None, help="the exercise notebook or stem (starter code)")

@@ -15,8 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-from coursetools.grade import class_report, intake, overrides
-from coursetools.grade.gradescope import ROOT, grader_module
+from coursetools.grade import class_report, intake
+from coursetools.grade.escape import terminal
+from coursetools.grade.gradescope import grader_module
+from coursetools.grade.paths import ROOT
 
 STAGED = "submissions"
 
@@ -30,10 +32,13 @@ def needs_intake(submissions: Path) -> bool:
         return False
     for entry in submissions.iterdir():
         name = entry.name
-        if entry.is_dir() and intake.MOODLE_FOLDER.match(name):
-            return True
-        if entry.is_file() and (intake.CANVAS.match(name) or intake.MOODLE_FILE.match(name)):
-            return True
+        try:
+            if entry.is_dir() and intake.MOODLE_FOLDER.match(name):
+                return True
+            if entry.is_file() and (intake.CANVAS.match(name) or intake.MOODLE_FILE.match(name)):
+                return True
+        except OSError:
+            return True  # a name the file system refuses: the intake reports it and goes on
     return False
 
 
@@ -50,18 +55,18 @@ def prepare(submissions: Path, out: Path, assignment_stem: str, quiet: bool = Fa
             file=sys.stderr,
         )
         for problem in result.problems:
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  {terminal(problem, 600)}", file=sys.stderr)
     return result.folder
 
 
 def after_grading(
     out: Path, assignment_name: str, assignment: Path | None = None, overrides_csv: Path | None = None
 ) -> list[str]:
-    """Student ids into grades.csv, overrides merged, report.html written; return the override problems."""
-    intake.annotate_gradebook(out)
-    problems = overrides.apply(out, overrides_csv)
-    class_report.write_report(out, assignment_name, assignment)
-    return problems
+    """Every output rendered from the class's final scores (student ids, overrides, manual
+    scores, late policy: :func:`coursetools.grade.publish.publish`); return the problems."""
+    from coursetools.grade.publish import publish
+
+    return publish(Path(out), overrides_csv).problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.resolve()
         folder = prepare(args.submissions, out, notebook.stem, args.quiet)
         settings = runner.Settings(out=out, isolation=args.isolation)
-        batch.grade(str(notebook), folder, out, args.jobs, args.force, settings, quiet=args.quiet)
+        batch.grade(
+            str(notebook),
+            folder,
+            out,
+            args.jobs,
+            args.force,
+            settings,
+            quiet=args.quiet,
+            overrides_csv=args.overrides,
+        )
     except KeyboardInterrupt:
         print("\ninterrupted: rerun the same command to go on", file=sys.stderr)
         return 130
@@ -93,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     problems = after_grading(out, notebook.stem, notebook, args.overrides)
     for problem in problems:
-        print(f"overrides: {problem}", file=sys.stderr)
+        print(f"problem: {terminal(problem)}", file=sys.stderr)
     if not args.quiet:
         print(f"report: {out / class_report.REPORT}", file=sys.stderr)
     return 0

@@ -43,7 +43,10 @@ import traceback
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from coursetools.grade.escape import visible
+from coursetools.grade.paths import ROOT
+from coursetools.grade.record import CaseStatus, Status
+
 ENV_ROOT = "COURSE_AUTOGRADER_ROOT"
 ENV_PYTHON = "COURSE_AUTOGRADER_PYTHON"
 ENV_ISOLATION = "COURSE_AUTOGRADER_ISOLATION"  # auto (default), namespaces, userns, none
@@ -170,23 +173,23 @@ def build_archive(assignment: str, out: Path, root: Path = ROOT) -> list[str]:
 # --------------------------------------------------------------------------- results.json
 
 
-def _case_text(case: dict) -> list[str]:
-    status = case.get("status", "no-verdict")
+def _case_text(case, label: str, show_message: bool) -> list[str]:
+    status = case.status
     words = {
-        "passed": "passed",
-        "failed": "FAILED",
-        "error": "ERROR",
-        "not-attempted": "not attempted",
-        "no-verdict": "not judged (the run stopped first)",
+        CaseStatus.PASSED: "passed",
+        CaseStatus.FAILED: "FAILED",
+        CaseStatus.ERROR: "ERROR",
+        CaseStatus.NOT_ATTEMPTED: "not attempted",
+        CaseStatus.NO_VERDICT: "not judged (the run stopped first)",
     }
-    lines = [f"{words.get(status, status)}: {case.get('case', '?')}"]
-    if status not in ("passed", "not-attempted", "no-verdict"):
-        if case.get("message"):
-            lines.append(f"    what came back: {case['message']}")
-        if case.get("misconception"):
-            lines.append(f"    this looks like a known mistake: {case['misconception']}")
-        if case.get("hint"):
-            lines.append(f"    hint: {case['hint']}")
+    lines = [f"{words[status]}: {label}"]
+    if status in (CaseStatus.FAILED, CaseStatus.ERROR):
+        if case.message and show_message:
+            lines.append(f"    what came back: {visible(case.message)}")
+        if case.misconception:
+            lines.append(f"    this looks like a known mistake: {case.misconception}")
+        if case.hint:
+            lines.append(f"    hint: {case.hint}")
     return lines
 
 
@@ -194,31 +197,33 @@ def _round(value: float) -> float:
     return round(float(value), 6)
 
 
-def results_json(record: dict, adjustments: dict[str, dict] | None = None) -> dict:
-    """Gradescope's ``results.json`` for one grader record.
+def results_json(grade, show_hidden_inputs: bool = False) -> dict:
+    """Gradescope's ``results.json`` for one learner's final grade (:class:`coursetools.grade.scores.Grade`).
 
     Two tests per exercise, the visible cases (``visible``) and the hidden
-    ones (``after_published``), each worth its cases' share of the exercise.
-    ``adjustments`` (``{exercise: {"points": p, "reason": text}}``, from
-    ``overrides.csv``) replace an exercise's automatic score: each adds a test
-    of ``max_score`` 0 whose score is the difference, and the top-level
-    ``score`` is the adjusted total.
+    ones (``after_published``; their inputs and outputs only with
+    ``show_hidden_inputs``), each worth its cases' share of the exercise. Every
+    adjustment (an override, a written answer graded by hand, a late penalty) adds
+    a test of ``max_score`` 0 (a written answer: its points) saying what changed and
+    why, and the top-level ``score`` is the final total.
     """
-    report = grader_module("report")
+    from coursetools.grade.record import AdjustmentKind
+    from coursetools.grade.report import case_label
+    from coursetools.grade.scores import describe
+
+    record = grade.record
     tests = []
     automatic = 0.0
-    for ex_id, ex in record.get("exercises", {}).items():
-        cases = ex.get("cases", [])
-        points = float(ex.get("points", 0))
-        share = points / len(cases) if cases else 0.0
-        function = ex.get("function", "")
-        label = f"{ex_id} {function}()" if function else ex_id
+    for ex_id, ex in record.exercises.items():
+        cases = ex.cases
+        share = ex.points / len(cases) if cases else 0.0
+        label = f"{ex_id} {ex.function}()" if ex.function else ex_id
         if not cases:
             tests.append(
                 {
                     "name": label,
                     "score": 0.0,
-                    "max_score": _round(points),
+                    "max_score": _round(ex.points),
                     "status": "failed",
                     "output": "not judged: the notebook could not be run",
                     "visibility": "visible",
@@ -226,14 +231,17 @@ def results_json(record: dict, adjustments: dict[str, dict] | None = None) -> di
             )
             continue
         for hidden in (False, True):
-            group = [c for c in cases if bool(c.get("hidden")) == hidden]
+            group = [c for c in cases if c.hidden == hidden]
             if not group:
                 continue
-            passed = sum(c.get("status") == "passed" for c in group)
+            passed = sum(c.passed for c in group)
             score = share * passed
             automatic += score
             head = f"{passed} of {len(group)} {'hidden' if hidden else 'visible'} cases passed"
-            lines = [head, ""] + [line for c in group for line in _case_text(c)]
+            lines = [head, ""]
+            for k, case in enumerate(group, start=1):
+                name = case_label(case, k, show_hidden_inputs)
+                lines += _case_text(case, name, show_hidden_inputs or not hidden)
             tests.append(
                 {
                     "name": f"{label}: {'hidden' if hidden else 'visible'} cases",
@@ -244,48 +252,37 @@ def results_json(record: dict, adjustments: dict[str, dict] | None = None) -> di
                     "visibility": "after_published" if hidden else "visible",
                 }
             )
-    total = record.get("total")
-    total = float(total) if total is not None else automatic
-    for ex_id, adjustment in (adjustments or {}).items():
-        ex = record.get("exercises", {}).get(ex_id)
-        if ex is None:
-            continue
-        auto = float(ex.get("score") or 0.0)
-        delta = float(adjustment["points"]) - auto
-        total += delta
+    for adjustment in grade.adjustments:
+        before = adjustment.before or 0.0
+        after = adjustment.after or 0.0
+        written = adjustment.kind is AdjustmentKind.MANUAL
         tests.append(
             {
-                "name": f"{ex_id}: adjusted by your instructor",
-                "score": _round(delta),
-                "max_score": 0.0,
+                "name": f"{adjustment.exercise or 'total'}: "
+                + ("written answer, graded by your instructor" if written else "adjusted by your instructor"),
+                "score": _round(after - before),
+                "max_score": _round(grade.points.get(adjustment.exercise, 0.0)) if written else 0.0,
                 "status": "passed",
-                "output": (
-                    f"{number(auto)} -> {number(adjustment['points'])} points: "
-                    f"{adjustment.get('reason', '')}".strip()
-                ),
+                "output": visible(describe(adjustment)),
                 "visibility": "visible",
             }
         )
-    status = record.get("status", "not-graded")
-    summary = [f"status: {status} ({report.STATUS_MEANING.get(status, '')})"]
-    summary += [f"- {text}" for text in record.get("incidents", [])]
-    if status == "unreadable":
-        summary += [f"- {text}" for text in record.get("notes", [])]
+    status = record.status
+    summary = [f"status: {status.value} ({status.meaning})"]
+    summary += [f"- {visible(text)}" for text in record.incidents]
+    if status is Status.UNREADABLE:
+        summary += [f"- {visible(text)}" for text in record.notes]
+    score = grade.total
+    if score is None:
+        score = automatic + sum((a.after or 0.0) - (a.before or 0.0) for a in grade.adjustments)
     return {
-        "score": _round(total),
-        "execution_time": int(round(float(record.get("seconds", 0) or 0))),
+        "score": _round(score),
+        "execution_time": int(round(float(record.seconds or 0))),
         "output": "\n".join(summary),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
     }
-
-
-def number(value: float | None) -> str:
-    if value is None:
-        return ""
-    text = f"{float(value):.4f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -348,7 +345,7 @@ def run(root: Path, assignment: str) -> dict:
             hide=[str(root / "results"), str(root / "submission")],
         )
         records = batch.grade(assignment, subs, out, 1, True, settings, quiet=True)
-        data = results_json(records[0])
+        data = json.loads((out / records[0]["student"] / "results.json").read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - Gradescope must get a results.json in every case
         traceback.print_exc()
         data = _error_results(f"The autograder failed ({type(exc).__name__}); tell your instructor.")

@@ -26,15 +26,21 @@ actually written (a member whose header lies about its size is cut and refused).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 import os
 import re
 import shutil
 import stat
 import time
+import unicodedata
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
+
+from coursetools.grade.escape import csv_cell, terminal, visible
 
 MAX_TOTAL_BYTES = 2 << 30
 MAX_FILE_BYTES = 64 << 20
@@ -44,6 +50,8 @@ CANVAS = re.compile(r"^(?P<login>[^_/]+?)_(?P<late>LATE_)?(?P<uid>\d+)_(?P<sid>\
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?$")
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_file_(?P<file>.+)$")
 CANVAS_RESUBMISSION = re.compile(r"-\d+$")
+MOODLE_REUPLOAD = re.compile(r" \(\d+\)$")  # Moodle's file picker: "05-masks (1).ipynb"
+STAGED_MARK = ".coursetools-staged.json"  # in a staged folder: what the intake put there
 SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -72,6 +80,8 @@ class Entry:
     late: bool = False
     file: str = ""  # the graded file, as named in the download
     others: list[str] = field(default_factory=list)  # files of a duplicate that are not graded
+    reasons: list[str] = field(default_factory=list)  # why each of ``others`` is not graded
+    submitted: str = ""  # the graded file's time (stored in the zip, or on disk), ISO 8601
     candidates: list[Candidate] = field(default_factory=list, repr=False)
 
     @property
@@ -86,14 +96,47 @@ class Intake:
     folder: Path
     entries: list[Entry]
     problems: list[str]
+    strays: list[str] = field(default_factory=list)  # files of the download that are not submissions
 
     @property
     def duplicates(self) -> list[Entry]:
         return [e for e in self.entries if e.duplicate]
 
 
+# letters that Unicode's decomposition does not reduce to ASCII
+_LETTERS = str.maketrans(
+    {
+        "ß": "ss",
+        "æ": "ae",
+        "Æ": "AE",
+        "ø": "o",
+        "Ø": "O",
+        "œ": "oe",
+        "Œ": "OE",
+        "ł": "l",
+        "Ł": "L",
+        "đ": "d",
+        "Đ": "D",
+        "ð": "d",
+        "Ð": "D",
+        "þ": "th",
+        "Þ": "TH",
+        "ı": "i",
+    }
+)
+
+
 def slug(text: str) -> str:
-    return SAFE.sub("-", text.strip()).strip("-._").lower()[:80] or "student"
+    """A key from a name: ASCII letters (accents dropped: ``Jörg Müller-Lüdenscheidt`` ->
+    ``jorg-muller-ludenscheidt``), digits, ``.``, ``_`` and ``-``, beginning and ending
+    with a letter or a digit."""
+    ascii_text = unicodedata.normalize("NFKD", text.strip().translate(_LETTERS))
+    ascii_text = "".join(ch for ch in ascii_text if not unicodedata.combining(ch))
+    return SAFE.sub("-", ascii_text).strip("-._").lower()[:80].strip("-._") or "student"
+
+
+def _fingerprint(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
 # --------------------------------------------------------------------------- zip
@@ -143,25 +186,38 @@ def safe_extract(
             raise UnsafeArchive(f"{archive} has {len(members)} members, more than {max_files}")
         written = 0
         for info in members:
+            shown = terminal(info.filename, 200)
             why = _unsafe_member(info)
             if why is not None:
-                problems.append(f"{info.filename}: refused ({why})")
+                problems.append(f"{shown}: refused ({why})")
                 continue
-            target = (dest / info.filename.replace("\\", "/")).resolve()
+            try:
+                target = (dest / info.filename.replace("\\", "/")).resolve()
+            except (OSError, ValueError) as exc:
+                problems.append(f"{shown}: refused ({terminal(exc, 120)})")
+                continue
             if target != dest and dest not in target.parents:
-                problems.append(f"{info.filename}: refused (a path that leaves the folder)")
+                problems.append(f"{shown}: refused (a path that leaves the folder)")
+                continue
+            if any(
+                len(part.encode("utf-8", "surrogateescape")) > 255 for part in target.relative_to(dest).parts
+            ):
+                problems.append(f"{shown}: refused (a name longer than 255 bytes)")
                 continue
             if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
+                try:
+                    target.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    problems.append(f"{shown}: refused ({terminal(exc.strerror or exc, 120)})")
                 continue
             if info.file_size > max_file_bytes:
-                problems.append(f"{info.filename}: refused (larger than {max_file_bytes} bytes)")
+                problems.append(f"{shown}: refused (larger than {max_file_bytes} bytes)")
                 continue
             if written + info.file_size > max_total_bytes:
                 raise UnsafeArchive(f"{archive} holds more than {max_total_bytes} bytes")
-            target.parent.mkdir(parents=True, exist_ok=True)
             size = 0
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, open(target, "wb") as dst:
                     while True:
                         block = src.read(1 << 20)
@@ -171,13 +227,19 @@ def safe_extract(
                         if size > max_file_bytes or written + size > max_total_bytes:
                             raise UnsafeArchive("more bytes than its header says, or than allowed")
                         dst.write(block)
-            except (UnsafeArchive, zipfile.BadZipFile, OSError, EOFError) as exc:
-                target.unlink(missing_ok=True)
-                problems.append(f"{info.filename}: refused ({exc})")
+            except (UnsafeArchive, zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+                try:
+                    target.unlink(missing_ok=True)
+                except OSError:
+                    pass
+                problems.append(f"{shown}: refused ({terminal(exc, 120)})")
                 continue
             written += size
-            stamp = time.mktime(info.date_time + (0, 0, -1))
-            os.utime(target, (stamp, stamp))
+            try:
+                stamp = time.mktime(info.date_time + (0, 0, -1))
+                os.utime(target, (stamp, stamp))
+            except (OverflowError, ValueError, OSError):
+                pass  # a member with an impossible date keeps the time of its extraction
     return problems
 
 
@@ -214,8 +276,18 @@ def _candidate(path: Path, source: str, number: int = 0) -> Candidate:
     return Candidate(path, source, path.stat().st_mtime, number)
 
 
-def find_entries(root: Path) -> list[Entry]:
-    """The students in a folder (already extracted), with all their candidate files."""
+def find_entries(
+    root: Path, problems: list[str] | None = None, strays: list[str] | None = None
+) -> list[Entry]:
+    """The students in a folder (already extracted), with all their candidate files.
+
+    A name that cannot be read (too long, not decodable, gone) is reported in
+    ``problems`` and skipped, never the class; a file at the top of a plain folder that
+    is not a notebook is listed in ``strays`` (not a student). Two plain names that make
+    the same key (``Ada.ipynb`` and ``ada.ipynb``) each get a key with a fingerprint of
+    their own name, as folders do, instead of being merged into one learner."""
+    problems = problems if problems is not None else []
+    strays = strays if strays is not None else []
     by_key: dict[str, Entry] = {}
 
     def add(key: str, entry: Entry, candidate: Candidate, late: bool = False) -> None:
@@ -224,104 +296,191 @@ def find_entries(root: Path) -> list[Entry]:
         by_key[key].candidates.append(candidate)
         by_key[key].late = by_key[key].late or late
 
-    for path in sorted(root.iterdir()):
-        if _skipped(path.name) or path.is_symlink():
-            continue
-        rel = path.relative_to(root).as_posix()
-        if path.is_dir():
-            moodle = MOODLE_FOLDER.match(path.name)
-            files = _files_under(path)
+    plain: dict[str, list[tuple[str, Path]]] = {}
+    try:
+        children = sorted(root.iterdir())
+    except OSError as exc:
+        raise FileNotFoundError(f"cannot read {root}: {exc.strerror}") from None
+    for path in children:
+        name = path.name
+        try:
+            if _skipped(name) or path.is_symlink():
+                continue
+            rel = path.relative_to(root).as_posix()
+            if path.is_dir():
+                moodle = MOODLE_FOLDER.match(name)
+                files = _files_under(path)
+                if moodle:
+                    person, uid = moodle["name"].strip(), moodle["uid"]
+                    key = f"{slug(person)}-{uid}"
+                    if not files:
+                        continue  # Moodle makes a folder for an empty online-text submission too
+                    for file in files:
+                        entry = Entry(key, uid, visible(person), "moodle")
+                        add(key, entry, _candidate(file, file.relative_to(root).as_posix()))
+                else:
+                    plain.setdefault(slug(name), []).append((name, path))
+                continue
+            canvas = CANVAS.match(name)
+            moodle = MOODLE_FILE.match(name)
             if moodle:
-                name, uid = moodle["name"].strip(), moodle["uid"]
-                key = f"{slug(name)}-{uid}"
-                if not files:
-                    continue  # Moodle makes a folder for an empty online-text submission too
-                for file in files:
-                    entry = Entry(key, uid, name, "moodle")
-                    add(key, entry, _candidate(file, file.relative_to(root).as_posix()))
+                person, uid = moodle["name"].strip(), moodle["uid"]
+                add(
+                    f"{slug(person)}-{uid}",
+                    Entry(f"{slug(person)}-{uid}", uid, visible(person), "moodle"),
+                    _candidate(path, rel),
+                )
+            elif canvas:
+                login, uid = canvas["login"], canvas["uid"]
+                key = f"{slug(login)}-{uid}"
+                add(
+                    key,
+                    Entry(key, uid, visible(login), "canvas"),
+                    _candidate(path, rel, int(canvas["sid"])),
+                    bool(canvas["late"]),
+                )
+            elif path.suffix != ".ipynb":
+                strays.append(visible(rel))
             else:
-                key = slug(path.name)
-                entry = Entry(key, "", path.name, "folder")
-                if not files:
-                    by_key.setdefault(key, entry)
-                for file in files:
-                    add(key, entry, _candidate(file, file.relative_to(root).as_posix()))
-            continue
-        canvas = CANVAS.match(path.name)
-        moodle = MOODLE_FILE.match(path.name)
-        if moodle:
-            name, uid = moodle["name"].strip(), moodle["uid"]
-            add(
-                f"{slug(name)}-{uid}",
-                Entry(f"{slug(name)}-{uid}", uid, name, "moodle"),
-                _candidate(path, rel),
+                plain.setdefault(slug(path.stem), []).append((path.stem, path))
+        except (OSError, ValueError) as exc:
+            problems.append(
+                f"{terminal(name, 200)}: refused ({terminal(getattr(exc, 'strerror', None) or exc, 120)})"
             )
-        elif canvas:
-            login, uid = canvas["login"], canvas["uid"]
-            key = f"{slug(login)}-{uid}"
-            add(
-                key,
-                Entry(key, uid, login, "canvas"),
-                _candidate(path, rel, int(canvas["sid"])),
-                bool(canvas["late"]),
-            )
-        else:
-            stem = path.stem if path.suffix == ".ipynb" else path.name
-            add(slug(stem), Entry(slug(stem), "", stem, "folder"), _candidate(path, rel))
+    for key, named in plain.items():
+        clash = len({raw for raw, _ in named}) > 1
+        for raw, path in named:
+            own = f"{key[:70]}-{_fingerprint(raw)}" if clash else key
+            try:
+                if path.is_dir():
+                    files = _files_under(path)
+                    entry = Entry(own, "", visible(raw), "folder")
+                    if not files:
+                        by_key.setdefault(own, entry)
+                    for file in files:
+                        add(own, entry, _candidate(file, file.relative_to(root).as_posix()))
+                else:
+                    add(
+                        own,
+                        Entry(own, "", visible(raw), "folder"),
+                        _candidate(path, path.relative_to(root).as_posix()),
+                    )
+            except (OSError, ValueError) as exc:
+                problems.append(
+                    f"{terminal(raw, 200)}: refused ({terminal(getattr(exc, 'strerror', None) or exc, 120)})"
+                )
     return list(by_key.values())
 
 
 def _original_name(entry: Entry, candidate: Candidate) -> str:
+    """The name the learner gave the file (without the LMS's prefix and resubmission marks)."""
     name = PurePosixPath(candidate.source).name
     match = CANVAS.match(name) if entry.lms == "canvas" else MOODLE_FILE.match(name)
     if match:
         name = match["file"]
     stem, dot, ext = name.rpartition(".")
-    if entry.lms == "canvas" and dot:
+    if dot and entry.lms == "canvas":
         name = CANVAS_RESUBMISSION.sub("", stem) + "." + ext
+    elif dot and entry.lms == "moodle":
+        name = MOODLE_REUPLOAD.sub("", stem) + "." + ext
     return name
+
+
+def _rank(entry: Entry, candidate: Candidate, assignment_stem: str) -> tuple:
+    original = _original_name(entry, candidate)
+    notebook = original.endswith(".ipynb")
+    named = notebook and original[: -len(".ipynb")] == assignment_stem
+    return (notebook, named, candidate.mtime, candidate.number, candidate.source)
 
 
 def choose(entry: Entry, assignment_stem: str) -> Candidate | None:
     """The file to grade: a notebook before anything else, one named like the assignment
-    before other notebooks, then the newest."""
+    before other notebooks (a re-upload ``05-masks (1).ipynb`` or ``05-masks-1.ipynb`` is
+    named like it), then the newest."""
     if not entry.candidates:
         return None
+    return max(entry.candidates, key=lambda c: _rank(entry, c, assignment_stem))
 
-    def rank(c: Candidate):
-        original = _original_name(entry, c)
-        notebook = original.endswith(".ipynb")
-        named = notebook and original[: -len(".ipynb")] == assignment_stem
-        return (notebook, named, c.mtime, c.number, c.source)
 
-    return max(entry.candidates, key=rank)
+def why_not(entry: Entry, pick: Candidate, other: Candidate, assignment_stem: str) -> str:
+    """Why ``other`` was not graded, in the words of the roster and the message."""
+    mine, theirs = _rank(entry, pick, assignment_stem), _rank(entry, other, assignment_stem)
+    if mine[0] and not theirs[0]:
+        return "not a notebook"
+    if mine[1] and not theirs[1]:
+        newer = " though newer" if other.mtime > pick.mtime else ""
+        return f"not named like the assignment{newer}"
+    return "older"
+
+
+def why_graded(entry: Entry, pick: Candidate, assignment_stem: str) -> str:
+    """Why ``pick`` was graded among a duplicate's files."""
+    rank = _rank(entry, pick, assignment_stem)
+    others = [_rank(entry, c, assignment_stem) for c in entry.candidates if c is not pick]
+    newest = all(rank[2:4] >= o[2:4] for o in others)
+    if rank[1]:
+        kind = (
+            "the newest notebook named like the assignment"
+            if newest
+            else "the notebook named like the assignment"
+        )
+        return kind if newest or any(o[1] for o in others) else f"{kind}, though older"
+    if rank[0]:
+        return "the newest notebook" if newest else "a notebook"
+    return "the newest file (no notebook)"
+
+
+def _claim_staging(staging: Path, source: Path) -> Path:
+    """A staging folder that is neither the download nor inside it nor holds it, and that is
+    empty or was made by the intake (never a folder of the instructor's)."""
+    source = source.resolve()
+    candidate = staging
+    for n in range(1, 100):
+        resolved = candidate.resolve()
+        overlaps = resolved == source or resolved in source.parents or source in resolved.parents
+        ours = (
+            (candidate / STAGED_MARK).is_file()
+            or not candidate.exists()
+            or (candidate.is_dir() and not any(candidate.iterdir()))
+        )
+        if not overlaps and ours:
+            return candidate
+        candidate = staging.with_name(f"{staging.name}-staged{'' if n == 1 else n}")
+    raise FileExistsError(f"no free staging folder beside {staging}")
 
 
 def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Intake:
     """Stage the class found in ``source`` (a folder or a zip) as ``staging/<student>.ipynb``.
 
-    ``staging`` is emptied first. Files that are not notebooks are staged
-    without an extension, so that the grader reports them ``unreadable``.
+    ``staging`` is emptied first when the intake made it; a folder that is the download
+    itself, holds it or is not the intake's is never touched (another name beside it is
+    used: ``Intake.folder`` says which). Files that are learners' uploads but not
+    notebooks are staged without an extension, so that the grader reports them
+    ``unreadable`` (by the name the learner gave them: ``roster.csv``); files that are no
+    learner's (a stray ``notes.txt`` in a plain folder) are listed in ``Intake.strays``.
     """
     source = Path(source)
-    staging = Path(staging)
     problems: list[str] = []
+    strays: list[str] = []
+    if not source.exists():
+        raise FileNotFoundError(f"no submissions at {source}")
+    staging = _claim_staging(Path(staging), source)
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     if source.is_file():
-        extracted = staging.parent / f".{staging.name}-extracted"
+        extracted = _claim_staging(staging.parent / f".{staging.name}-extracted", source)
         if extracted.exists():
             shutil.rmtree(extracted)
         problems += safe_extract(source, extracted, **limits)
+        (extracted / STAGED_MARK).write_text("{}", encoding="utf-8")
         root = _unwrap(extracted)
-    elif source.is_dir():
+    else:
         extracted = None
         root = _unwrap(source)
-    else:
-        raise FileNotFoundError(f"no submissions at {source}")
-    entries = find_entries(root)
+    entries = find_entries(root, problems, strays)
     keys: dict[str, int] = {}
+    uploads = []
     for entry in entries:
         n = keys.get(entry.student, 0)
         keys[entry.student] = n + 1
@@ -331,39 +490,71 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
         if pick is None:
             problems.append(f"{entry.student}: an empty folder")
             (staging / entry.student).write_bytes(b"")
+            uploads.append(entry.student)
             continue
-        entry.file = pick.source
-        entry.others = sorted(c.source for c in entry.candidates if c is not pick)
+        entry.file = visible(pick.source)
+        others = sorted((c for c in entry.candidates if c is not pick), key=lambda c: c.source)
+        entry.others = [visible(c.source) for c in others]
+        entry.reasons = [why_not(entry, pick, c, assignment_stem) for c in others]
+        entry.submitted = datetime.fromtimestamp(pick.mtime).astimezone().isoformat(timespec="seconds")
         notebook = _original_name(entry, pick).endswith(".ipynb")
         target = staging / (f"{entry.student}.ipynb" if notebook else entry.student)
-        shutil.copy2(pick.path, target)
-        if entry.duplicate:
+        try:
+            shutil.copy2(pick.path, target)
+        except OSError as exc:
             problems.append(
-                f"{entry.student}: {len(entry.candidates)} files; graded the newest, {entry.file} "
-                f"(not graded: {', '.join(entry.others)})"
+                f"{entry.student}: {terminal(entry.file, 200)} not staged ({terminal(exc.strerror, 80)})"
             )
+            continue
+        if not notebook:
+            uploads.append(target.name)
+        if entry.duplicate:
+            not_graded = ", ".join(f"{o} ({r})" for o, r in zip(entry.others, entry.reasons, strict=True))
+            problems.append(
+                f"{entry.student}: {len(entry.candidates)} files; graded {terminal(entry.file, 200)}, "
+                f"{why_graded(entry, pick, assignment_stem)} (not graded: {terminal(not_graded, 400)})"
+            )
+    if strays:
+        problems.append(f"not submissions (not graded): {terminal(', '.join(strays), 400)}")
+    (staging / STAGED_MARK).write_text(json.dumps({"uploads": uploads, "strays": strays}), encoding="utf-8")
     if extracted is not None:
         shutil.rmtree(extracted, ignore_errors=True)
     entries.sort(key=lambda e: e.student)
-    return Intake(staging, entries, problems)
+    return Intake(staging, entries, problems, strays)
+
+
+def staged(folder: Path) -> dict:
+    """What the intake wrote in a staged folder: ``{"uploads": [...], "strays": [...]}``
+    (empty for a folder the intake did not make)."""
+    try:
+        data = json.loads((Path(folder) / STAGED_MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def staged_uploads(folder: Path) -> set[str]:
+    return set(staged(folder).get("uploads", []))
 
 
 # --------------------------------------------------------------------------- roster and gradebook
 
 ROSTER = "roster.csv"
-ROSTER_FIELDS = ["student", "student_id", "name", "lms", "late", "file", "duplicate_of"]
+ROSTER_FIELDS = ["student", "student_id", "name", "lms", "late", "submitted", "file", "duplicate_of"]
 
 
 def write_roster(out: Path, intake: Intake) -> Path:
-    """``OUT/roster.csv``: who each graded key is, which file was graded, which were not."""
+    """``OUT/roster.csv``: who each graded key is, which file was graded and when it was
+    stored, which files were not graded and why (every learner text escaped: :mod:`.escape`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(ROSTER_FIELDS)
     for e in intake.entries:
-        row = asdict(e)
-        writer.writerow([e.student, e.student_id, e.name, e.lms, "yes" if e.late else "", e.file, ""])
-        for other in e.others:
-            writer.writerow([row["student"], e.student_id, e.name, e.lms, "", other, "not graded (older)"])
+        row = [e.student, e.student_id, e.name, e.lms, "yes" if e.late else "", e.submitted, e.file, ""]
+        writer.writerow([csv_cell(c) for c in row])
+        for other, reason in zip(e.others, e.reasons or ["older"] * len(e.others), strict=False):
+            row = [e.student, e.student_id, e.name, e.lms, "", "", other, f"not graded ({reason})"]
+            writer.writerow([csv_cell(c) for c in row])
     path = Path(out) / ROSTER
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{ROSTER}.tmp")
@@ -372,49 +563,32 @@ def write_roster(out: Path, intake: Intake) -> Path:
     return path
 
 
-def read_roster(out: Path) -> dict[str, dict]:
-    """``{student: row}`` of the graded files in ``OUT/roster.csv`` (empty when there is none)."""
+def _uncell(value: str) -> str:
+    """A roster cell as the intake meant it (the formula guard of :func:`csv_cell` removed)."""
+    return value[1:] if value.startswith("'") and value[1:2] in ("=", "+", "-", "@", "\\") else value
+
+
+def read_roster_rows(out: Path) -> list[dict]:
+    """Every row of ``OUT/roster.csv`` (empty when there is none)."""
     path = Path(out) / ROSTER
     if not path.is_file():
-        return {}
+        return []
     with open(path, encoding="utf-8", newline="") as fh:
-        return {r["student"]: r for r in csv.DictReader(fh) if not r.get("duplicate_of")}
+        return [{k: _uncell(v or "") for k, v in r.items() if k} for r in csv.DictReader(fh)]
+
+
+def read_roster(out: Path) -> dict[str, dict]:
+    """``{student: row}`` of the graded files in ``OUT/roster.csv`` (empty when there is none)."""
+    return {r["student"]: r for r in read_roster_rows(out) if not r.get("duplicate_of")}
 
 
 ID_COLUMNS = ["student_id", "name", "late", "duplicates"]
 
 
 def annotate_gradebook(out: Path) -> None:
-    """Add the roster's columns (student id, name, late, number of files) to ``OUT/grades.csv``,
-    right after ``student``. Idempotent: columns already there are refilled."""
-    roster = read_roster(out)
-    path = Path(out) / "grades.csv"
-    if not roster or not path.is_file():
-        return
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        return
-    header = [h for h in rows[0] if h not in ID_COLUMNS]
-    keep = [i for i, h in enumerate(rows[0]) if h not in ID_COLUMNS]
-    others: dict[str, int] = {}
-    with open(Path(out) / ROSTER, encoding="utf-8", newline="") as fh:
-        for r in csv.DictReader(fh):
-            others[r["student"]] = others.get(r["student"], 0) + 1
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([header[0], *ID_COLUMNS, *header[1:]])
-    for row in rows[1:]:
-        cells = [row[i] for i in keep if i < len(row)]
-        info = roster.get(cells[0], {})
-        files = others.get(cells[0], 0)
-        extra = [
-            info.get("student_id", ""),
-            info.get("name", ""),
-            info.get("late", ""),
-            str(files) if files > 1 else "",
-        ]
-        writer.writerow([cells[0], *extra, *cells[1:]])
-    tmp = path.with_name(".grades.csv.tmp")
-    tmp.write_text(buffer.getvalue(), encoding="utf-8")
-    os.replace(tmp, path)
+    """The roster's columns (student id, name, late, number of files) in ``OUT/grades.csv``,
+    right after ``student``: every output is rewritten from the class's final scores
+    (:func:`coursetools.grade.publish.publish`), which include the roster. Idempotent."""
+    from coursetools.grade.publish import publish
+
+    publish(Path(out))

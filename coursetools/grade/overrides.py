@@ -29,11 +29,11 @@ exercise appear twice, the last row wins and the first is reported.
 from __future__ import annotations
 
 import csv
-import io
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from coursetools.grade.escape import terminal
+from coursetools.grade.record import Record, number
 
 FILENAME = "overrides.csv"
 FIELDS = ("student", "exercise", "points", "reason")
@@ -47,26 +47,6 @@ class Override:
     points: float
     reason: str
     line: int
-
-
-def number(value: float | None) -> str:
-    if value is None:
-        return ""
-    text = f"{float(value):.4f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def load_records(out: Path) -> dict[str, dict]:
-    """``{student: record}`` of the grader's records under ``out``."""
-    records = {}
-    for path in sorted(Path(out).glob("*/record.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("student"), str):
-            records[record["student"]] = record
-    return records
 
 
 def read(path: Path) -> tuple[list[Override], list[str]]:
@@ -96,7 +76,7 @@ def read(path: Path) -> tuple[list[Override], list[str]]:
 
 
 def resolve(
-    rows: list[Override], records: dict[str, dict], roster: dict[str, dict] | None = None
+    rows: list[Override], records: dict[str, Record], roster: dict[str, dict] | None = None
 ) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """``{student: {exercise: {"points", "reason", "auto"}}}`` for the rows that apply, and the problems."""
     by_id = {}
@@ -108,153 +88,49 @@ def resolve(
     for row in rows:
         student = row.student if row.student in records else by_id.get(row.student)
         where = f"{FILENAME} line {row.line}"
-        if student is None:
-            problems.append(f"{where}: no student {row.student!r} in this class")
+        if student is None or student not in records:
+            problems.append(f"{where}: no student {terminal(repr(row.student))} in this class")
             continue
-        exercise = records[student].get("exercises", {}).get(row.exercise)
+        exercise = records[student].exercises.get(row.exercise)
         if exercise is None:
-            problems.append(f"{where}: no exercise {row.exercise!r} in this assignment")
+            problems.append(f"{where}: no exercise {terminal(repr(row.exercise))} in this assignment")
             continue
-        if not 0 <= row.points <= float(exercise.get("points", 0)):
-            problems.append(
-                f"{where}: {number(row.points)} points is outside 0 .. {number(exercise.get('points'))}"
-            )
+        if not 0 <= row.points <= exercise.points:
+            problems.append(f"{where}: {number(row.points)} points is outside 0 .. {number(exercise.points)}")
             continue
         if row.exercise in chosen.get(student, {}):
             problems.append(f"{where}: {student} {row.exercise} adjusted again; this later row counts")
         chosen.setdefault(student, {})[row.exercise] = {
             "points": row.points,
             "reason": row.reason,
-            "auto": exercise.get("score"),
+            "auto": exercise.score,
         }
     return chosen, problems
 
 
-def adjusted_total(record: dict, adjustments: dict[str, dict]) -> float | None:
-    """The record's total with the adjusted exercises' scores replaced (None: not every exercise judged)."""
-    total = 0.0
-    for ex_id, ex in record.get("exercises", {}).items():
-        if ex_id in adjustments:
-            total += float(adjustments[ex_id]["points"])
-        elif ex.get("score") is None:
-            return None
-        else:
-            total += float(ex["score"])
-    return round(total, 6)
-
-
-def describe(adjustments: dict[str, dict]) -> str:
-    parts = []
-    for ex_id, adj in adjustments.items():
-        auto = number(adj["auto"]) or "not judged"
-        text = f"{ex_id}: {auto} -> {number(adj['points'])}"
-        parts.append(f"{text} ({adj['reason']})" if adj["reason"] else text)
-    return "; ".join(parts)
-
-
-def merge_results(results: dict, record: dict, adjustments: dict[str, dict]) -> dict:
-    """Gradescope results with the adjustments merged (earlier merges removed first)."""
-    tests = [t for t in results.get("tests", []) if not str(t.get("name", "")).endswith(ADJUSTED)]
-    automatic = record.get("total")
-    if automatic is None:
-        automatic = sum(float(t.get("score", 0)) for t in tests)
-    score = float(automatic)
-    for ex_id, adj in adjustments.items():
-        delta = float(adj["points"]) - float(adj["auto"] or 0.0)
-        score += delta
-        tests.append(
-            {
-                "name": f"{ex_id}{ADJUSTED}",
-                "score": round(delta, 6),
-                "max_score": 0.0,
-                "status": "passed",
-                "output": describe({ex_id: adj}),
-                "visibility": "visible",
-            }
-        )
-    merged = dict(results)
-    merged["tests"] = tests
-    merged["score"] = round(score, 6)
-    return merged
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def apply(out: Path, overrides: Path | None = None, roster: dict[str, dict] | None = None) -> list[str]:
-    """Merge ``overrides`` (default ``OUT/overrides.csv``) into ``OUT/grades.csv`` and every
-    ``OUT/<student>/results.json``; return the problems (empty when all rows applied)."""
-    out = Path(out)
-    path = Path(overrides) if overrides is not None else out / FILENAME
-    records = load_records(out)
-    rows, problems = read(path)
-    if roster is None:
-        try:
-            from coursetools.grade.intake import read_roster
+    """Merge ``overrides`` (default ``OUT/overrides.csv``) into every output of ``OUT``
+    (gradebook, Gradescope results, feedback, report: :func:`coursetools.grade.publish.publish`);
+    return the problems (empty when every row applied). ``roster`` is read from ``OUT``."""
+    from coursetools.grade.publish import publish
 
-            roster = read_roster(out)
-        except ImportError:
-            roster = {}
-    chosen, more = resolve(rows, records, roster)
-    problems += more
-    for student, record in records.items():
-        results_path = out / student / "results.json"
-        if not results_path.is_file():
-            continue
-        try:
-            results = json.loads(results_path.read_text(encoding="utf-8"))
-        except ValueError:
-            continue
-        adjustments = chosen.get(student, {})
-        already = any(str(t.get("name", "")).endswith(ADJUSTED) for t in results.get("tests", []))
-        if adjustments or already:
-            merged = merge_results(results, record, adjustments)
-            _write(results_path, json.dumps(merged, indent=2) + "\n")
-    grades = out / "grades.csv"
-    if grades.is_file():
-        with open(grades, encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = list(reader.fieldnames or [])
-            table = list(reader)
-        if "adjustments" not in header:
-            header.append("adjustments")
-        for row in table:
-            record = records.get(row.get("student", ""))
-            adjustments = chosen.get(row.get("student", ""), {})
-            row["adjustments"] = describe(adjustments)
-            if record is None:
-                continue
-            for ex_id, ex in record.get("exercises", {}).items():
-                if ex_id in row:
-                    row[ex_id] = number(
-                        adjustments[ex_id]["points"] if ex_id in adjustments else ex.get("score")
-                    )
-            if "total" in row:
-                row["total"] = number(adjusted_total(record, adjustments))
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(table)
-        _write(grades, buffer.getvalue())
-    return problems
+    return publish(Path(out), overrides_csv=overrides).problems
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m coursetools.grade.overrides",
-        description="Merge overrides.csv into OUT/grades.csv and the Gradescope results, without regrading.",
+        prog="python -m coursetools.grade overrides",
+        description="Merge overrides.csv (and manual scores, the late policy) into every output of OUT "
+        "(grades.csv, results.json, feedback, report.html), without regrading.",
     )
     parser.add_argument("out", type=Path, help="the grader's output folder")
     parser.add_argument("--overrides", type=Path, default=None, help="default: OUT/overrides.csv")
     args = parser.parse_args(argv)
     problems = apply(args.out, args.overrides)
     for problem in problems:
-        print(f"overrides: {problem}")
+        print(f"overrides: {terminal(problem)}")
     return 1 if problems else 0
 
 

@@ -1,15 +1,13 @@
-"""What the grader writes: the gradebook, feedback, Gradescope results, progress and summary.
+"""What the grader writes: the gradebook, feedback, progress and summary, rendered from
+the class's final scores (:class:`coursetools.grade.scores.ClassScores`, the one source
+of truth; :mod:`.publish` writes them all).
 
-Layout of the output folder::
-
-    OUT/grades.csv                 one row per submission, always, exactly once
-    OUT/feedback/<student>.md      per exercise and case: expected, got, misconception, hint
-    OUT/<student>/results.json     Gradescope's autograder format
-    OUT/<student>/record.json      the grader's full record; written last, it marks the student done
+Layout of the output folder: :mod:`coursetools.grade.paths`.
 
 Every file is written to a temporary name and moved into place with
 :func:`os.replace`, so an interrupted run (even ``kill -9``) leaves either the
-old file or the new one, never half of one.
+old file or the new one, never half of one. Every learner-controlled text goes
+through :mod:`.escape` for where it is read (spreadsheet cells, Markdown, terminal).
 """
 
 from __future__ import annotations
@@ -18,23 +16,18 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from coursetools.grade.escape import csv_cell, md_block, md_code, terminal, visible
+from coursetools.grade.paths import Out
+from coursetools.grade.record import CaseStatus, Record, Status, number
+
 RECORD = "record.json"
-FAILED = {"timeout", "kernel-died", "unreadable", "grader-error", "interrupted", "not-graded"}
-STATUS_MEANING = {
-    "graded": "ran to the end; the scores are final",
-    "needs-review": "ran to the end, but something needs a person's eye (see the notes)",
-    "timeout": "a cell or the whole notebook ran out of time; blank scores were not judged",
-    "kernel-died": "the process died (os._exit, a crash, the memory limit); blank scores were not judged",
-    "unreadable": "not a notebook the grader can read; nothing was run",
-    "grader-error": "the grader could not run this submission (see the notes)",
-    "interrupted": "grading was stopped before this submission finished",
-    "not-graded": "not graded yet (rerun the command to finish)",
-}
+STATUS_MEANING = {status.value: status.meaning for status in Status}
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -54,35 +47,25 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def number(value: float | None) -> str:
-    if value is None:
-        return ""
-    text = f"{value:.4f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
 def load_record(out: Path, student: str) -> dict | None:
-    path = out / student / RECORD
+    path = Out(Path(out)).record(student)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) and record.get("student") == student else None
 
 
-def write_student(out: Path, record: dict, assignment_name: str) -> None:
-    """Feedback, Gradescope results, then the record (last: it marks the student finished)."""
-    student = record["student"]
-    atomic_write(out / "feedback" / f"{student}.md", feedback_markdown(record, assignment_name))
-    atomic_write(out / student / "results.json", json.dumps(gradescope(record), indent=2) + "\n")
-    atomic_write(out / student / RECORD, json.dumps(record, indent=1) + "\n")
+def write_record(out: Path, record: dict) -> None:
+    """The grader's record (written last for a learner: it marks the learner finished)."""
+    atomic_write(Out(Path(out)).record(record["student"]), json.dumps(record, indent=1) + "\n")
 
 
 def pending_record(student: str, file: str, assignment_points: dict[str, float]) -> dict:
     return {
         "student": student,
         "file": file,
-        "status": "not-graded",
+        "status": Status.NOT_GRADED.value,
         "exercises": {k: {"points": v, "score": None, "cases": []} for k, v in assignment_points.items()},
         "total": None,
         "max": float(sum(assignment_points.values())),
@@ -92,138 +75,195 @@ def pending_record(student: str, file: str, assignment_points: dict[str, float])
     }
 
 
-def short_notes(record: dict) -> str:
-    parts = list(record.get("incidents", [])) + list(record.get("review", []))
-    if record.get("status") == "unreadable":
-        parts += record.get("notes", [])
+def short_notes(record: Record) -> str:
+    parts = list(record.incidents) + list(record.review)
+    if record.status is Status.UNREADABLE:
+        parts += record.notes
     return "; ".join(parts)[:300]
 
 
-def write_csv(out: Path, records: list[dict], exercise_ids: list[str]) -> None:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student", *exercise_ids, "total", "max", "status", "notes"])
-    for record in records:
-        exercises = record.get("exercises", {})
-        scores = [number(exercises.get(ex, {}).get("score")) for ex in exercise_ids]
-        writer.writerow(
+# --------------------------------------------------------------------------- the gradebook
+
+ROSTER_COLUMNS = ["student_id", "name", "late", "duplicates"]
+
+
+def gradebook_rows(scores) -> list[list[str]]:
+    """``grades.csv`` as rows of text: the header, then one row per learner (escaped cells)."""
+    with_roster = any(g.roster for g in scores.grades)
+    items = scores.items
+    header = ["student", *(ROSTER_COLUMNS if with_roster else []), *items, "total", "max", "status", "notes"]
+    if scores.adjustable:
+        header.append("adjustments")
+    rows = [header]
+    for grade in scores.grades:
+        roster = (
             [
-                record["student"],
-                *scores,
-                number(record.get("total")),
-                number(record.get("max")),
-                record.get("status", "not-graded"),
-                short_notes(record),
+                grade.roster.get("student_id", ""),
+                grade.roster.get("name", ""),
+                grade.roster.get("late", ""),
+                str(grade.files) if grade.files > 1 else "",
             ]
+            if with_roster
+            else []
         )
-    atomic_write(out / "grades.csv", buffer.getvalue())
+        row = [
+            grade.student,
+            *roster,
+            *(number(grade.scores.get(item)) for item in items),
+            number(grade.total),
+            number(grade.max),
+            grade.status.value,
+            short_notes(grade.record),
+        ]
+        if scores.adjustable:
+            row.append(grade.describe_adjustments())
+        rows.append([csv_cell(cell) for cell in row])
+    return rows
+
+
+def write_gradebook(out: Path, scores) -> None:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(gradebook_rows(scores))
+    atomic_write(Out(Path(out)).grades, buffer.getvalue())
 
 
 # --------------------------------------------------------------------------- feedback
 
+CELL_REF = re.compile(r"^cell (\d+)\b")
 
-def _case_line(case: dict) -> list[str]:
-    label = case.get("case", "?")
-    if case.get("hidden"):
-        label = f"{label} (hidden case)"
-    status = case.get("status")
-    if status == "passed":
+
+def cell_label(labels: dict, index) -> str:
+    """A cell as the learner sees it: ``code cell 3 (`first line`)`` (its number among the
+    notebook's code cells, counted from 1), from the labels the grader recorded."""
+    label = labels.get(str(index)) if isinstance(labels, dict) else None
+    if isinstance(label, dict):
+        first = f" ({md_code(label.get('first', ''))})" if label.get("first") else ""
+        return f"code cell {label.get('number')}{first}"
+    return f"cell {index}"
+
+
+def _grader_lines(texts: list[str], labels: dict) -> list[str]:
+    """The grader's messages (which may quote the learner's output) as one fenced block."""
+    lines = []
+    for text in texts:
+        match = CELL_REF.match(text)
+        if match and str(match.group(1)) in (labels or {}):
+            label = labels[match.group(1)]
+            text = f"code cell {label.get('number')} ({label.get('first', '')})" + text[match.end() :]
+        lines.append(text)
+    return [md_block("\n".join(lines)), ""] if lines else []
+
+
+def case_label(case, hidden_number: int, show_hidden_inputs: bool) -> str:
+    """A case's name for the learner: a hidden case is "hidden case k", with what it tries
+    only when the instructor shows the hidden inputs (never "hidden" twice)."""
+    if not case.hidden:
+        return case.case
+    label = f"hidden case {hidden_number}"
+    if show_hidden_inputs:
+        name = re.sub(r"^hidden\s*:\s*", "", case.case)
+        label = f"{label}: {name}"
+    return label
+
+
+def _case_lines(case, label: str, show_message: bool) -> list[str]:
+    if case.status is CaseStatus.PASSED:
         return [f"- **passed**: {label}"]
-    if status == "no-verdict":
+    if case.status is CaseStatus.NO_VERDICT:
         return [f"- **not judged**: {label} (the run stopped before this case)"]
-    if status == "not-attempted":
+    if case.status is CaseStatus.NOT_ATTEMPTED:
         return [f"- **not attempted**: {label}"]
-    lines = [f"- **{'failed' if status == 'failed' else 'error'}**: {label}"]
-    if case.get("message"):
-        lines.append(f"  - what came back: {case['message']}")
-    if case.get("misconception"):
-        lines.append(f"  - this looks like a known mistake: *{case['misconception']}*")
-    if case.get("hint"):
-        lines.append(f"  - hint: {case['hint']}")
+    lines = [f"- **{case.status.word}**: {label}"]
+    if case.message and show_message:
+        lines.append(f"  - what came back: {md_code(case.message)}")
+    if case.misconception:
+        lines.append(f"  - this looks like a known mistake: *{visible(case.misconception)}*")
+    if case.hint:
+        lines.append(f"  - hint: {visible(case.hint)}")
     return lines
 
 
-def feedback_markdown(record: dict, assignment_name: str) -> str:
-    """The learner's feedback: scores and, per case, what came back and why it is wrong."""
-    lines = [f"# Feedback: {assignment_name}", "", f"Student: `{record['student']}`", ""]
-    status = record.get("status", "")
-    total = number(record.get("total"))
-    lines.append(f"Status: **{status}** ({STATUS_MEANING.get(status, '')}).")
+def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = False) -> str:
+    """The learner's feedback: the final score, what the instructor changed and why, and per
+    case what came back and why it is wrong (a hidden case's inputs only on request)."""
+    from coursetools.grade.scores import describe
+
+    record = grade.record
+    labels = record.raw.get("cell_labels", {})
+    lines = [f"# Feedback: {visible(assignment_name)}", "", f"Student: {md_code(record.student)}", ""]
+    status = record.status
+    lines.append(f"Status: **{status.value}** ({status.meaning}).")
     lines.append("")
-    lines.append(f"Score: **{total or 'not final'}** out of {number(record.get('max'))}.")
+    lines.append(f"Score: **{number(grade.total) or 'not final'}** out of {number(grade.max)}.")
     lines.append("")
-    if record.get("incidents"):
-        lines.append("## What went wrong while running your notebook")
+    if grade.adjustments:
+        lines += ["## What your instructor changed", ""]
+        lines += [f"- {visible(describe(a))}" for a in grade.adjustments]
         lines.append("")
-        lines += [f"- {text}" for text in record["incidents"]]
-        lines.append("")
-    if status == "unreadable":
-        lines += ["## Your file could not be read", ""] + [f"- {n}" for n in record.get("notes", [])] + [""]
+    upload = grade.roster.get("file", "")
+    if record.incidents:
+        lines += ["## What went wrong while running your notebook", ""]
+        lines += _grader_lines(record.incidents, labels)
+    if status is Status.UNREADABLE:
+        lines += ["## Your file could not be read", ""]
+        if upload:
+            name = upload.rsplit("/", 1)[-1]
+            lines += [f"You uploaded {md_code(name)}; the grader needs your notebook (an `.ipynb` file).", ""]
+        lines += _grader_lines(record.notes, labels)
         return "\n".join(lines)
-    for ex_id, ex in record.get("exercises", {}).items():
-        score = number(ex.get("score"))
-        heading = (
-            f"## {ex_id}: `{ex.get('function', '')}()`, {score or 'not judged'} / {number(ex['points'])}"
-        )
+    for ex_id, ex in record.exercises.items():
+        final = grade.scores.get(ex_id)
+        shown = number(final) or "not judged"
+        heading = f"## {ex_id}: {md_code(ex.function + '()')}, {shown} / {number(ex.points)}"
         lines += [heading, ""]
-        cases = ex.get("cases", [])
-        if cases and all(c.get("status") == "not-attempted" for c in cases):
+        if final != ex.score:
+            lines += [
+                f"The grader's score was {number(ex.score) or 'not judged'}; "
+                "your instructor changed it (see above).",
+                "",
+            ]
+        cases = ex.cases
+        if cases and all(c.status is CaseStatus.NOT_ATTEMPTED for c in cases):
             lines += ["Not attempted: the function still raises `NotImplementedError`.", ""]
             continue
-        passed = sum(c.get("status") == "passed" for c in cases)
+        passed = sum(c.passed for c in cases)
         lines.append(f"{passed} of {len(cases)} cases passed.")
         lines.append("")
+        hidden = 0
         for case in cases:
-            lines += _case_line(case)
-        named = sorted({c["misconception"] for c in cases if c.get("misconception")})
+            hidden += case.hidden
+            label = case_label(case, hidden, show_hidden_inputs)
+            lines += _case_lines(case, label, show_hidden_inputs or not case.hidden)
+        named = sorted({c.misconception for c in cases if c.misconception})
         if named:
             lines += [
                 "",
-                "Known mistakes recognised in your outputs: " + "; ".join(f"*{n}*" for n in named) + ".",
+                "Known mistakes recognised in your outputs: "
+                + "; ".join(f"*{visible(n)}*" for n in named)
+                + ".",
             ]
         lines.append("")
-    if record.get("cell_errors"):
-        lines += ["## Cells that raised an error", ""]
-        for err in record["cell_errors"]:
-            at = f", line {err['line']}" if err.get("line") else ""
-            text = f": {err['text']}" if err.get("text") else ""
-            lines.append(f"- cell {err.get('cell')}{at}: `{err.get('etype')}`{text}")
+    written = [q for q in grade.points if q not in record.exercises]
+    if written:
+        lines += ["## Written answers, graded by hand", ""]
+        comments = {a.exercise: a.reason for a in grade.adjustments if a.exercise in written}
+        for q in written:
+            score = number(grade.scores.get(q)) or "not graded yet"
+            comment = f": {visible(comments[q])}" if comments.get(q) else ""
+            lines.append(f"- {q}: {score} / {number(grade.points[q])}{comment}")
         lines.append("")
-    notes = [n for n in record.get("notes", []) if n]
-    if notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    return "\n".join(lines)
-
-
-def gradescope(record: dict) -> dict:
-    """Gradescope's autograder results: one test per case, worth its share of the exercise."""
-    tests = []
-    for ex_id, ex in record.get("exercises", {}).items():
-        cases = ex.get("cases", [])
-        share = ex["points"] / len(cases) if cases else 0.0  # unrounded: the shares add up to the points
-        for case in cases:
-            status = case.get("status", "no-verdict")
-            out = [status]
-            for key in ("message", "misconception", "hint"):
-                if case.get(key):
-                    out.append(f"{key}: {case[key]}")
-            tests.append(
-                {
-                    "name": f"{ex_id}: {case.get('case')}",
-                    "score": share if status == "passed" else 0.0,
-                    "max_score": share,
-                    "output": "\n".join(out),
-                    "visibility": "after_published" if case.get("hidden") else "visible",
-                }
+    if record.cell_errors:
+        lines += ["## Cells that raised an error", ""]
+        for err in record.cell_errors:
+            at = f", line {err['line']}" if isinstance(err.get("line"), int) else ""
+            text = f": {md_code(err['text'])}" if err.get("text") else ""
+            lines.append(
+                f"- {cell_label(labels, err.get('cell'))}{at}: {md_code(err.get('etype') or '?')}{text}"
             )
-    scored = [t["score"] for t in tests]
-    result = {
-        "score": record["total"] if record.get("total") is not None else round(sum(scored), 6),
-        "tests": tests,
-        "output": f"status: {record.get('status')}. " + short_notes(record),
-        "execution_time": record.get("seconds", 0),
-    }
-    return result
+        lines.append("")
+    if record.notes:
+        lines += ["## Notes", ""] + _grader_lines(record.notes, labels)
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- console
@@ -249,7 +289,7 @@ class Progress:
         what = "kept (already graded)" if skipped else record.get("status", "")
         line = (
             f"[{bar}] {self.done}/{self.total} {elapsed:5.1f}s  "
-            f"{record['student']}: {what} {score}/{number(record.get('max'))}"
+            f"{terminal(record['student'])}: {what} {score}/{number(record.get('max'))}"
         )
         if self.tty:
             self.stream.write("\r\x1b[K" + line[:160])
@@ -260,35 +300,44 @@ class Progress:
         self.stream.flush()
 
 
-def summary(records: list[dict], exercise_ids: list[str], isolation: str, seconds: float) -> str:
-    counts: dict[str, int] = {}
-    for record in records:
-        counts[record.get("status", "?")] = counts.get(record.get("status", "?"), 0) + 1
-    totals = [r["total"] for r in records if r.get("total") is not None and r.get("status") == "graded"]
+def summary(scores, isolation: str, seconds: float) -> str:
+    """The command line's summary, from the class's final scores (the same as report.html)."""
+    counts: dict[Status, int] = {}
+    for grade in scores.grades:
+        counts[grade.status] = counts.get(grade.status, 0) + 1
     lines = ["", "status        count  meaning"]
-    for status in sorted(counts, key=lambda s: (s != "graded", s)):
-        lines.append(f"{status:<13} {counts[status]:>5}  {STATUS_MEANING.get(status, '')}")
+    for status in sorted(counts, key=list(Status).index):
+        lines.append(f"{status.value:<13} {counts[status]:>5}  {status.meaning}")
     lines.append("")
-    lines.append(f"{'exercise':<13} {'mean':>6} {'max':>5}  (over submissions with a verdict)")
-    for ex in exercise_ids:
-        vals = [
-            r["exercises"][ex]["score"]
-            for r in records
-            if r.get("exercises", {}).get(ex, {}).get("score") is not None
-        ]
-        pts = next((r["exercises"][ex]["points"] for r in records if ex in r.get("exercises", {})), 0)
+    lines.append(f"{'exercise':<13} {'mean':>6} {'max':>5}  (final scores, over submissions with a score)")
+    for item in scores.items:
+        vals = [g.scores[item] for g in scores.grades if g.scores.get(item) is not None]
         mean = number(sum(vals) / len(vals)) if vals else "-"
-        lines.append(f"{ex:<13} {mean:>6} {number(pts):>5}")
-    if totals:
-        lines.append(f"{'total':<13} {number(sum(totals) / len(totals)):>6}  (mean over 'graded')")
-    attention = [r for r in records if r.get("status") != "graded"]
+        top = scores.info.points.get(item, scores.info.manual.get(item, 0))
+        lines.append(f"{terminal(item)[:13]:<13} {mean:>6} {number(top):>5}")
+    lines.append("")
+    lines.append(scores.mean_text())
+    adjusted = [g for g in scores.grades if g.adjustments]
+    if adjusted:
+        lines.append(
+            f"{len(adjusted)} learners with a score changed by the instructor (grades.csv: adjustments)"
+        )
+    attention = [g for g in scores.grades if g.status is not Status.GRADED]
     if attention:
         lines.append("")
         lines.append(
-            "to look at: " + ", ".join(f"{r['student']} ({r.get('status')})" for r in attention[:30])
+            "to look at: " + ", ".join(f"{terminal(g.student)} ({g.status.value})" for g in attention[:30])
         )
         if len(attention) > 30:
             lines.append(f"... and {len(attention) - 30} more (see grades.csv)")
+    if scores.info.strays:
+        lines.append("")
+        lines.append(
+            "not submissions (not graded, listed in strays.txt): "
+            + ", ".join(terminal(s) for s in scores.info.strays[:20])
+        )
+    for problem in scores.problems:
+        lines.append(f"problem: {terminal(problem)}")
     lines.append("")
-    lines.append(f"{len(records)} submissions in {seconds:.1f} s; isolation: {isolation}")
+    lines.append(f"{len(scores.grades)} submissions in {seconds:.1f} s; isolation: {terminal(isolation)}")
     return "\n".join(lines)

@@ -284,3 +284,54 @@ def make_class(folder: Path, canary: Path) -> dict[str, tuple]:
     (folder / "notes.txt").write_text("not a notebook", encoding="utf-8")
     expected["notes.txt"] = ("unreadable", None, None)
     return expected
+
+
+def write_graded(out: Path, records: list[dict], assignment: str = "09-test", **info) -> Path:
+    """An output folder as the grader leaves it: each record's ``record.json`` and the
+    class's ``class.json`` (points from the records), then every output rendered from them
+    (:func:`coursetools.grade.publish.publish`)."""
+    from coursetools.grade import publish, report, scores
+
+    points: dict[str, float] = {}
+    for record in records:
+        for ex_id, ex in record.get("exercises", {}).items():
+            points.setdefault(ex_id, float(ex["points"]))
+        report.write_record(out, record)
+    info.setdefault("students", [r["student"] for r in records])
+    scores.ClassInfo(assignment=assignment, points=points, **info).save(out)
+    publish.publish(out)
+    return out
+
+
+def record(student: str, scores: dict[str, float | None], points: dict[str, float]) -> dict:
+    """A grader's record for ``student`` with the given exercise scores (None: not judged):
+    two cases per exercise, the second hidden."""
+    exercises = {
+        ex: {
+            "function": f"f_{ex[-1]}",
+            "points": points[ex],
+            "score": score,
+            "cases": [
+                {"case": "one", "status": "passed" if score else "failed", "hidden": False},
+                {
+                    "case": "hidden: two",
+                    "status": "passed" if score == points[ex] else "failed",
+                    "hidden": True,
+                    "message": "expected 1.0, got 7.0 at [0, 1]",
+                },
+            ],
+        }
+        for ex, score in scores.items()
+    }
+    total = None if any(s is None for s in scores.values()) else sum(scores.values())
+    return {
+        "student": student,
+        "file": f"/x/{student}.ipynb",
+        "status": "graded" if total is not None else "timeout",
+        "exercises": exercises,
+        "total": total,
+        "max": sum(points.values()),
+        "notes": [],
+        "review": [],
+        "incidents": [],
+    }

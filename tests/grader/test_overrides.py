@@ -20,37 +20,12 @@ import fake_class  # noqa: E402
 STEM = "00-how-to-use"
 
 
-def _record(student: str, scores: dict[str, float | None], points: dict[str, float]) -> dict:
-    exercises = {
-        ex: {
-            "function": f"f_{ex[-1]}",
-            "points": points[ex],
-            "score": score,
-            "cases": [
-                {"case": "one", "status": "passed" if score else "failed", "hidden": False},
-                {"case": "two", "status": "passed" if score == points[ex] else "failed", "hidden": True},
-            ],
-        }
-        for ex, score in scores.items()
-    }
-    total = None if any(s is None for s in scores.values()) else sum(scores.values())
-    return {
-        "student": student,
-        "file": f"/x/{student}.ipynb",
-        "status": "graded" if total is not None else "timeout",
-        "exercises": exercises,
-        "total": total,
-        "max": sum(points.values()),
-        "notes": [],
-        "review": [],
-        "incidents": [],
-    }
+_record = fake_class.record
 
 
 @pytest.fixture
 def graded_out(tmp_path) -> Path:
     """An output folder as the grader writes it, for three students and two exercises."""
-    report = grader_module("report")
     points = {"ex-9-1": 2.0, "ex-9-2": 1.0}
     records = [
         _record("ada", {"ex-9-1": 2.0, "ex-9-2": 0.0}, points),
@@ -58,14 +33,12 @@ def graded_out(tmp_path) -> Path:
         _record("alan", {"ex-9-1": 0.0, "ex-9-2": None}, points),
     ]
     out = tmp_path / "out"
-    for record in records:
-        report.write_student(out, record, "09-test")
-    report.write_csv(out, records, list(points))
+    out.mkdir()
     (out / "roster.csv").write_text(
         "student,student_id,name,lms,late,file,duplicate_of\nada,12345,lovelaceada,canvas,,a.ipynb,\n"
         "grace,23456,hoppergrace,canvas,,g.ipynb,\nalan,34567,turingalan,canvas,,t.ipynb,\n"
     )
-    return out
+    return fake_class.write_graded(out, records)
 
 
 def _grades(out: Path) -> dict[str, dict]:

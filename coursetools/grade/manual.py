@@ -1,0 +1,230 @@
+"""Written answers graded by hand.
+
+A written question is a markdown answer cell of the exercise notebook whose metadata
+marks it as graded by hand, with its points::
+
+    {"attnlib": {"manual": "q-01-1", "points": 1}}
+
+(nbgrader's convention, ``{"nbgrader": {"grade": true, "solution": true, "grade_id":
+"q-01-1", "points": 1}}`` on a markdown cell, is read too). In the solution notebook
+the model answer sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``;
+:mod:`coursetools.assign` hands out the cell with ``YOUR ANSWER HERE`` instead.
+
+``python -m coursetools.grade manual OUT`` collects every learner's answer to each
+question (the learner's cell with the same metadata id) into
+
+* ``OUT/manual/<question>.md``: one review page, every answer in a fenced block;
+* ``OUT/manual/<question>.csv``: the score sheet, ``student,points,comment`` (with
+  ``--anonymise``, ``answer`` ids instead of keys; the key of each id is kept in
+  ``OUT/manual/.<question>-keys.json``, which the instructor does not need to open).
+
+The instructor fills ``points`` and ``comment``; every later command
+(``overrides``, ``report``, a regrade) merges them through
+:mod:`coursetools.grade.scores`. Collecting again keeps the scores already entered.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from coursetools.grade.escape import csv_cell, md_block, terminal
+from coursetools.grade.record import Record, number
+
+FIELDS = ("student", "points", "comment")
+ANON_FIELDS = ("answer", "points", "comment")
+QUESTION_ID = re.compile(r"^q-\d{2}-\d+$")
+MAX_ANSWER = 20_000
+
+
+@dataclass(frozen=True)
+class ManualScore:
+    points: float
+    comment: str
+
+
+def question_of(cell) -> tuple[str, float] | None:
+    """``(id, points)`` of a markdown cell graded by hand (None for any other cell)."""
+    if cell.get("cell_type") != "markdown":
+        return None
+    meta = cell.get("metadata", {}) or {}
+    own = meta.get("attnlib", {}) if isinstance(meta.get("attnlib"), dict) else {}
+    if own.get("manual"):
+        points = own.get("points")
+        return (str(own["manual"]), float(points)) if isinstance(points, (int, float)) else None
+    nbg = meta.get("nbgrader", {}) if isinstance(meta.get("nbgrader"), dict) else {}
+    if nbg.get("grade") and nbg.get("solution") and nbg.get("grade_id"):
+        points = nbg.get("points")
+        return (str(nbg["grade_id"]), float(points)) if isinstance(points, (int, float)) else None
+    return None
+
+
+def questions(nb) -> dict[str, float]:
+    """The written questions of a notebook, ``{id: points}``, in notebook order."""
+    found: dict[str, float] = {}
+    for cell in nb.get("cells", []):
+        q = question_of(cell)
+        if q is not None and q[1] > 0:
+            found.setdefault(*q)
+    return found
+
+
+def answers(nb) -> dict[str, str]:
+    """A learner's answer to each written question (the cell carrying its id)."""
+    found: dict[str, str] = {}
+    for cell in nb.get("cells", []):
+        q = question_of(cell)
+        if q is not None and q[0] not in found:
+            source = cell.get("source", "")
+            found[q[0]] = ("".join(source) if isinstance(source, list) else str(source))[:MAX_ANSWER]
+    return found
+
+
+def _keys_file(folder: Path, question: str) -> Path:
+    return Path(folder) / f".{question}-keys.json"
+
+
+def read_scores(
+    folder: Path, wanted: dict[str, float]
+) -> tuple[dict[str, dict[str, ManualScore]], list[str]]:
+    """``{question: {student key or answer id: ManualScore}}`` of the score sheets that are
+    filled in, and the rows that cannot be read."""
+    sheets: dict[str, dict[str, ManualScore]] = {}
+    problems: list[str] = []
+    for question, points in wanted.items():
+        path = Path(folder) / f"{question}.csv"
+        if not path.is_file():
+            continue
+        keys = {}
+        if _keys_file(folder, question).is_file():
+            keys = json.loads(_keys_file(folder, question).read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        sheet: dict[str, ManualScore] = {}
+        for line, row in enumerate(rows, start=2):
+            who = (row.get("student") or "").strip() or keys.get((row.get("answer") or "").strip(), "")
+            given = (row.get("points") or "").strip()
+            if not given:
+                continue  # not scored yet
+            where = f"manual/{question}.csv line {line}"
+            try:
+                value = float(given.lstrip("'"))
+            except ValueError:
+                problems.append(f"{where}: points {terminal(repr(given))} is not a number")
+                continue
+            if not 0 <= value <= points:
+                problems.append(f"{where}: {number(value)} points is outside 0 .. {number(points)}")
+                continue
+            if not who:
+                problems.append(f"{where}: no student or answer id")
+                continue
+            sheet[who] = ManualScore(value, (row.get("comment") or "").strip())
+        sheets[question] = sheet
+    return sheets, problems
+
+
+def resolve(
+    sheets: dict[str, dict[str, ManualScore]], records: dict[str, Record], by_id: dict[str, str]
+) -> tuple[dict[str, dict[str, ManualScore]], list[str]]:
+    """``{student: {question: ManualScore}}`` for the rows whose learner is in the class."""
+    chosen: dict[str, dict[str, ManualScore]] = {}
+    problems: list[str] = []
+    for question, sheet in sheets.items():
+        for who, score in sheet.items():
+            student = who if who in records else by_id.get(who)
+            if student is None:
+                problems.append(f"manual/{question}.csv: no student {terminal(repr(who))} in this class")
+                continue
+            chosen.setdefault(student, {})[question] = score
+    return chosen, problems
+
+
+def collect(out: Path, anonymise: bool = False) -> list[Path]:
+    """Write every question's review page and score sheet (keeping scores already entered)."""
+    import hashlib
+
+    import nbformat
+
+    from coursetools.grade.paths import Out
+    from coursetools.grade.report import atomic_write
+    from coursetools.grade.scores import ClassInfo, load_records
+
+    layout = Out(Path(out))
+    info = ClassInfo.load(layout.root)
+    records = load_records(layout.root)
+    folder = layout.manual
+    written = []
+    texts: dict[str, dict[str, str]] = {}
+    for student in info.students or sorted(records):
+        record = records.get(student)
+        found: dict[str, str] = {}
+        if record is not None and record.file.endswith(".ipynb"):
+            try:
+                found = answers(nbformat.read(record.file, as_version=4))
+            except Exception:  # noqa: BLE001 - an unreadable notebook has no answer
+                found = {}
+        texts[student] = found
+    for question, points in info.manual.items():
+        old, _ = read_scores(folder, {question: points})
+        old_keys = {}
+        if _keys_file(folder, question).is_file():
+            old_keys = json.loads(_keys_file(folder, question).read_text(encoding="utf-8"))
+        entered = old.get(question, {})
+        page = [f"# {question}: the answers ({number(points)} point{'s' if points != 1 else ''})", ""]
+        sheet = io.StringIO()
+        writer = csv.writer(sheet, lineterminator="\n")
+        writer.writerow(ANON_FIELDS if anonymise else FIELDS)
+        keys = {}
+        for student, found in sorted(
+            texts.items(), key=lambda kv: hashlib.sha256(kv[0].encode()).hexdigest() if anonymise else kv[0]
+        ):
+            label = f"answer-{len(keys) + 1:03d}" if anonymise else student
+            keys[label] = student
+            previous = entered.get(student) or next(
+                (entered[a] for a, s in old_keys.items() if s == student and a in entered), None
+            )
+            text = found.get(question, "").strip()
+            page += [f"## {label}", "", md_block(text) if text else "*(no answer)*", ""]
+            writer.writerow(
+                [
+                    label,
+                    number(previous.points) if previous else "",
+                    csv_cell(previous.comment) if previous else "",
+                ]
+            )
+        atomic_write(folder / f"{question}.md", "\n".join(page))
+        atomic_write(folder / f"{question}.csv", sheet.getvalue())
+        if anonymise:
+            atomic_write(_keys_file(folder, question), json.dumps(keys, indent=1) + "\n")
+        else:
+            _keys_file(folder, question).unlink(missing_ok=True)
+        written += [folder / f"{question}.md", folder / f"{question}.csv"]
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m coursetools.grade manual",
+        description="Collect the answers to the written questions into OUT/manual/ (a review page and a "
+        "score sheet per question); fill the sheets' points and comments, then run 'overrides' or 'report'.",
+    )
+    parser.add_argument("out", type=Path, help="the grader's output folder")
+    parser.add_argument("--anonymise", action="store_true", help="answer ids instead of student keys")
+    args = parser.parse_args(argv)
+    written = collect(args.out, args.anonymise)
+    if not written:
+        print("this assignment has no written question graded by hand")
+        return 0
+    for path in written:
+        print(f"wrote {path}")
+    from coursetools.grade.publish import publish
+
+    for problem in publish(args.out).problems:
+        print(f"problem: {terminal(problem)}")
+    return 0

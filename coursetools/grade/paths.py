@@ -1,0 +1,93 @@
+"""Where things are: the repository's folders, and the layout of a grading output folder.
+
+Every module of the writing side (gradebook, feedback, report, exports) names a file
+through this module, so that the layout is written down once::
+
+    OUT/class.json                 the class: assignment, its notebook, feedback settings
+    OUT/grades.csv                 one row per submission, always, exactly once
+    OUT/feedback/<student>.md      what each learner reads
+    OUT/<student>/results.json     Gradescope's autograder format
+    OUT/<student>/record.json      the grader's own record (written last: marks it done)
+    OUT/report.html                the class at a glance
+    OUT/roster.csv                 who each key is, in the LMS (written by the intake)
+    OUT/overrides.csv              the instructor's adjustments (never written by the grader)
+    OUT/manual/<question>.csv      scores of written answers, graded by hand
+    OUT/late.toml                  the late policy of the assignment (the instructor's)
+    OUT/strays.txt                 files of the download that are not submissions
+    OUT/submissions/               the staged download (an LMS zip or folder)
+    OUT/export/                    what goes back to the LMS
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = ROOT / "exercises"
+SOLUTIONS = ROOT / "solutions"
+CHECKS = ROOT / "attnlib" / "checks"
+PACKAGES = ("attnlib", "coursetools")
+
+
+@dataclass(frozen=True)
+class Out:
+    """The files of one grading output folder."""
+
+    root: Path
+
+    @property
+    def class_json(self) -> Path:
+        return self.root / "class.json"
+
+    @property
+    def grades(self) -> Path:
+        return self.root / "grades.csv"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def roster(self) -> Path:
+        return self.root / "roster.csv"
+
+    @property
+    def overrides(self) -> Path:
+        return self.root / "overrides.csv"
+
+    @property
+    def manual(self) -> Path:
+        return self.root / "manual"
+
+    @property
+    def late(self) -> Path:
+        return self.root / "late.toml"
+
+    @property
+    def strays(self) -> Path:
+        return self.root / "strays.txt"
+
+    @property
+    def staged(self) -> Path:
+        return self.root / "submissions"
+
+    @property
+    def export(self) -> Path:
+        return self.root / "export"
+
+    @property
+    def feedback_dir(self) -> Path:
+        return self.root / "feedback"
+
+    def feedback(self, student: str) -> Path:
+        return self.root / "feedback" / f"{student}.md"
+
+    def results(self, student: str) -> Path:
+        return self.root / student / "results.json"
+
+    def record(self, student: str) -> Path:
+        return self.root / student / "record.json"
+
+    def records(self) -> list[Path]:
+        return sorted(self.root.glob("*/record.json"))

@@ -1,0 +1,67 @@
+"""Write every output of a class from its final scores, in one place.
+
+:func:`publish` computes the class's :class:`~coursetools.grade.scores.ClassScores`
+(records + roster + overrides + manual scores + late policy) and renders from it
+
+* ``OUT/grades.csv`` (:func:`coursetools.grade.report.write_gradebook`),
+* ``OUT/<student>/results.json`` (:func:`coursetools.grade.gradescope.results_json`),
+* ``OUT/feedback/<student>.md`` (:func:`coursetools.grade.report.feedback_markdown`),
+* ``OUT/report.html`` (:func:`coursetools.grade.class_report.build_report`),
+* ``OUT/strays.txt`` (files of the download that are not submissions).
+
+The grading command, ``report``, ``overrides`` and ``manual`` all end by calling it,
+so whichever ran last, the files are the same. A file is rewritten only when its
+text changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from coursetools.grade import class_report, gradescope, report
+from coursetools.grade.escape import visible
+from coursetools.grade.paths import Out
+from coursetools.grade.scores import ClassScores, Grade, compute
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    report.atomic_write(path, text)
+
+
+def write_learner(out: Path, grade: Grade, scores: ClassScores) -> None:
+    """One learner's feedback and Gradescope results (the record itself is the grader's)."""
+    layout = Out(Path(out))
+    show = scores.info.show_hidden_inputs
+    name = scores.info.assignment
+    _write(layout.feedback(grade.student), report.feedback_markdown(grade, name, show))
+    _write(layout.results(grade.student), json.dumps(gradescope.results_json(grade, show), indent=2) + "\n")
+
+
+def publish(out: Path, overrides_csv: Path | None = None, report_html: bool = True) -> ClassScores:
+    """Render every output of ``out`` from its final scores; return them (with the problems)."""
+    out = Path(out)
+    layout = Out(out)
+    if overrides_csv is not None:
+        from coursetools.grade.scores import ClassInfo
+
+        info = ClassInfo.load(out)
+        if info.assignment and str(Path(overrides_csv).resolve()) != str(layout.overrides.resolve()):
+            info.overrides = str(Path(overrides_csv).resolve())
+            info.save(out)
+    scores = compute(out, overrides_csv)
+    report.write_gradebook(out, scores)
+    for grade in scores.grades:
+        if layout.record(grade.student).is_file():
+            write_learner(out, grade, scores)
+    if scores.info.strays:
+        _write(layout.strays, "".join(visible(s) + "\n" for s in scores.info.strays))
+    if report_html:
+        notebook = Path(scores.info.notebook) if scores.info.notebook else None
+        _write(layout.report, class_report.build_report_from(scores, notebook))
+    return scores
