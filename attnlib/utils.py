@@ -97,7 +97,7 @@ def show_source(obj, docstrings: bool = False):
 
     Parameters
     ----------
-    obj : function or class
+    obj : callable
         What to show.
     docstrings : bool, optional
         Keep the docstrings (default: drop them).

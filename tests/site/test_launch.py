@@ -182,6 +182,45 @@ def check_links(html: Path, root: Path, repository: CourseRepository) -> int:
     return checked
 
 
+def check_exercise_links(html: Path, root: Path, repository: CourseRepository) -> int:
+    """Every chapter page links its exercise notebook: a download in the site, and launches of exercises/."""
+    from bs4 import BeautifulSoup
+
+    checked = 0
+    for entry in notebook_entries(root):
+        stem = Path(entry).name
+        if not (root / "exercises" / f"{stem}.ipynb").is_file():
+            continue
+        soup = BeautifulSoup((html / f"{entry}.html").read_text(encoding="utf-8"), "html.parser")
+        box = soup.select_one(".course-exercises")
+        assert box is not None, f"{entry}: no 'Exercises for this chapter' box"
+        download = box.select_one("a.course-download")
+        assert download is not None, f"{entry}: the exercises box has no download link"
+        target = (html / entry).parent / unquote(download["href"])
+        assert target.resolve().is_file(), f"{entry}: {download['href']} is not in the site"
+        assert target.read_bytes() == (root / "exercises" / f"{stem}.ipynb").read_bytes()
+        launches = {a.get_text(strip=True): a["href"] for a in box.select("a.course-launch")}
+        checked += 1
+        if repository.url is None:
+            assert not launches, f"{entry}: launch links without a repository: {launches}"
+            continue
+        org, name = repository.org_and_name
+        source = f"exercises/{stem}.ipynb"
+        assert source in tracked_files(root), f"{source} is not tracked by git"
+        colab = urlsplit(launches["Colab"])
+        assert colab.path == f"/github/{org}/{name}/blob/{repository.branch}/{source}", launches["Colab"]
+        binder = urlsplit(launches["Binder"])
+        assert binder.path == f"/v2/gh/{org}/{name}/{repository.branch}", launches["Binder"]
+        assert parse_qs(binder.query)["urlpath"] == [f"lab/tree/{source}"], launches["Binder"]
+        if repository.jupyterhub:
+            query = parse_qs(urlsplit(launches["JupyterHub"]).query)
+            assert query["urlpath"] == [f"lab/tree/{name}/{source}"], launches["JupyterHub"]
+        else:
+            assert "JupyterHub" not in launches
+        checked += 2
+    return checked
+
+
 # --- the rule: where the repository comes from ------------------------------------------------
 
 
@@ -337,6 +376,8 @@ def test_buttons_for_a_given_repository_and_hub_point_at_tracked_files(tmp_path)
     checked = check_links(html, ROOT, repository)
     pages, notebooks = len(toc_entries()), len(notebook_entries())
     assert checked == 3 * pages + 3 * notebooks, f"{checked} links checked on {pages} pages"
+    chapters = [e for e in notebook_entries() if (ROOT / "exercises" / f"{Path(e).name}.ipynb").is_file()]
+    assert check_exercise_links(html, ROOT, repository) == 3 * len(chapters)
 
 
 @pytest.mark.book
@@ -346,6 +387,7 @@ def test_without_a_repository_the_site_has_no_repository_or_launch_buttons(tmp_p
     html, log = build_unexecuted(tmp_path / "site", {"GIT_DIR": str(tmp_path / "no-checkout")})
     assert "course_repository: unknown" in log
     check_links(html, ROOT, CourseRepository(None, branch_of(), "unknown"))
+    assert check_exercise_links(html, ROOT, CourseRepository(None, branch_of(), "unknown")) >= 10
 
 
 @pytest.mark.book
