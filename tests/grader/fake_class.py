@@ -5,7 +5,8 @@
 ``exercises/00-how-to-use.ipynb``, and returns what the grader must report for
 each: ``{student: (status, ex-00-1 score or None, total or None)}``.
 
-``canary`` is a file outside every folder the grader uses; hostile
+A stray ``notes.txt`` sits beside them: the grader lists it as a file that is not a
+submission. ``canary`` is a file outside every folder the grader uses; hostile
 submissions try to delete and overwrite it, and to write next to it.
 """
 
@@ -281,8 +282,8 @@ def make_class(folder: Path, canary: Path) -> dict[str, tuple]:
     nested.parent.mkdir(parents=True)
     nested.write_text(nbformat.writes(_with_answer(CORRECT)), encoding="utf-8")
     expected["nbgrader-student"] = ("graded", 1, 1)
+    # not a submission: listed in OUT/strays.txt and the report, never a student (issue 27)
     (folder / "notes.txt").write_text("not a notebook", encoding="utf-8")
-    expected["notes.txt"] = ("unreadable", None, None)
     return expected
 
 

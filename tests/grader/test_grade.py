@@ -111,7 +111,7 @@ def graded(tmp_path_factory):
     }
 
 
-STUDENTS = sorted(fake_class.notebooks(Path("/nonexistent/canary.txt"))) + ["nbgrader-student", "notes.txt"]
+STUDENTS = sorted(fake_class.notebooks(Path("/nonexistent/canary.txt"))) + ["nbgrader-student"]
 
 
 def _student_id(name: str) -> str:

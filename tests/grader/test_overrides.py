@@ -110,10 +110,18 @@ def test_rows_that_cannot_apply_are_reported_and_skipped(graded_out):
     assert any("no column" in p for p in overrides.apply(out))
 
 
+def _outputs(out: Path) -> dict[str, str]:
+    """Every rendered file of an output folder (what learners and the instructor read)."""
+    files = [out / "grades.csv", out / "report.html", *out.glob("feedback/*.md"), *out.glob("*/results.json")]
+    return {str(p.relative_to(out)): p.read_text(encoding="utf-8") for p in files if p.is_file()}
+
+
 @pytest.mark.grader
 @pytest.mark.slow
-def test_overrides_survive_a_regrade(tmp_path):
+def test_overrides_survive_a_regrade_and_every_order_gives_the_same_files(tmp_path, capsys):
     batch, runner = grader_module("batch"), grader_module("runner")
+    from coursetools.grade import class_report
+
     subs = tmp_path / "subs"
     subs.mkdir()
     nbformat.write(fake_class._with_answer(fake_class.ZEROS), subs / "ada.ipynb")
@@ -121,13 +129,33 @@ def test_overrides_survive_a_regrade(tmp_path):
     out = tmp_path / "out"
     (tmp_path / "out").mkdir()
     (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-00-1,0.5,shape right\n")
+    seen = []
     for force in (False, True):  # first grading, then a full regrade
         settings = runner.Settings(out=out, timeout_total=60, timeout_setup=120, isolation="auto")
-        batch.grade(STEM, subs, out, 2, force, settings, quiet=True)
-        assert _grades(out)["ada"]["total"] == "0"  # the grader's own gradebook
-        assert overrides.apply(out) == []
+        batch.grade(STEM, subs, out, 2, force, settings, quiet=False)
+        summary = capsys.readouterr().out
+        graded = _outputs(out)
         rows = _grades(out)
-        assert rows["ada"]["total"] == "0.5" and rows["ada"]["ex-00-1"] == "0.5"
+        assert rows["ada"]["total"] == "0.5" and rows["ada"]["ex-00-1"] == "0.5"  # the grader applies it
+        assert rows["ada"]["adjustments"] == "ex-00-1: 0 -> 0.5 (shape right)"
         assert rows["grace"]["total"] == "1"
         assert _results(out, "ada")["score"] == pytest.approx(0.5)
+        feedback = (out / "feedback" / "ada.md").read_text()
+        assert "Score: **0.5** out of 1." in feedback and "What your instructor changed" in feedback
+        assert "ex-00-1: 0 -> 0.5 (shape right)" in feedback
+        # one class mean, named the same way in the summary and the report
+        mean = "class mean 0.75 of 1 (over 2 submissions with a total)"
+        assert mean in summary and mean in (out / "report.html").read_text()
+        # any order of the commands gives the same files
+        assert overrides.apply(out) == []
+        assert _outputs(out) == graded
+        class_report.write_report(out)
+        assert _outputs(out) == graded
+        assert overrides.apply(out) == []
+        assert _outputs(out) == graded
+        seen.append(graded)
+    # a regrade of the same notebooks gives the same gradebook and feedback (results.json and
+    # the report also hold the grading time, which is measured anew)
+    same = [k for k in seen[0] if k == "grades.csv" or k.startswith("feedback/")]
+    assert len(same) == 3 and all(seen[0][k] == seen[1][k] for k in same)
     assert (out / "overrides.csv").read_text().startswith("student,exercise,points,reason")
