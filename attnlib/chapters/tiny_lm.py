@@ -173,3 +173,304 @@ def generate(
         else:
             logits = model(tokens)[:, -1]
     return tokens
+
+
+# -- the chapter's experiments (seeded; swept by attnlib.chapters.spread) -------------------
+
+
+def build_model(seed: int, **kwargs) -> TinyDecoderLM:
+    """A :class:`TinyDecoderLM` whose initial weights come from ``seed`` alone.
+
+    The weights are drawn inside :func:`torch.random.fork_rng`, so the global
+    generator's state is the same after the call as before it.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return TinyDecoderLM(**kwargs)
+
+
+def train(model: nn.Module, steps: int, lr: float = 3e-3, batch_size: int = 32, seed: int = 0) -> list[float]:
+    """AdamW on ``steps`` fresh batches of the copy language (drawn from ``seed``); the losses."""
+    data = torch.Generator().manual_seed(seed)  # the batches
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        loss = lm_loss(model, copy_batch(batch_size, data))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def test_set(size: int = 256) -> torch.Tensor:
+    """The held-out sentences every experiment is measured on (seed 99, never trained on)."""
+    return copy_batch(size, torch.Generator().manual_seed(99))
+
+
+def word_lengths(tokens: torch.Tensor) -> torch.Tensor:
+    """Long (B,): the length of each sentence's word (the position of ``<sep>`` minus one)."""
+    return (tokens == SEP).int().argmax(1) - 1
+
+
+@torch.no_grad()
+def attention_maps(model: TinyDecoderLM, tokens: torch.Tensor) -> torch.Tensor:
+    """Every head's causal attention weights (layers, B, h, L, L) for pre-norm ``tokens`` (B, L)."""
+    maps = []
+    x = model.positions(model.embed(tokens))  # (B, L, D)
+    for block in model.blocks:
+        normed = block.norm1(x)
+        _, w = block.attn(
+            normed, normed, normed, is_causal=True, need_weights=True, average_attn_weights=False
+        )
+        maps.append(w)  # (B, h, L, L)
+        x = block(x, is_causal=True)
+    return torch.stack(maps)
+
+
+def head_targets(tokens: torch.Tensor) -> dict:
+    """Where each head could look, at the positions that predict the second copy's letters.
+
+    For a word of length n, position ``t`` in ``n+1 .. 2n`` predicts the letter at
+    ``t+1``, the ``(t-n)``-th letter of the word. Returns a dict of long tensors
+    (one entry per such position, sentences concatenated): ``"sentence"``,
+    ``"row"`` (t), and the keys ``"separator"`` (n+1), ``"previous"`` (t-1),
+    ``"to_copy"`` (t-n: the letter to be written, in the first copy) and
+    ``"match"`` (t-n-1: the letter just written, in the first copy; for t = n+1
+    this is the last letter, as no letter has been written yet).
+    """
+    n = word_lengths(tokens)  # (B,)
+    sentence = torch.repeat_interleave(torch.arange(tokens.shape[0]), n)
+    offset = torch.cat([torch.arange(1, k + 1) for k in n.tolist()])  # 1..n per sentence
+    nn_ = n[sentence]
+    row = nn_ + offset  # t = n+1 .. 2n
+    return {
+        "sentence": sentence,
+        "row": row,
+        "separator": nn_ + 1,
+        "previous": row - 1,
+        "to_copy": row - nn_,
+        "match": torch.where(offset > 1, row - nn_ - 1, nn_),
+    }
+
+
+def head_scores(model: TinyDecoderLM, tokens: torch.Tensor) -> dict:
+    """Mean attention weight (layers, h) on each target of :func:`head_targets`.
+
+    Only the positions that predict a second-copy letter count; ``"match"`` is
+    averaged over the letters after the first (where a letter has been written).
+    """
+    maps = attention_maps(model, tokens)  # (layers, B, h, L, L)
+    tg = head_targets(tokens)
+    rows = maps.permute(1, 3, 0, 2, 4)[tg["sentence"], tg["row"]]  # (N, layers, h, L)
+    scores = {}
+    for key in ("separator", "previous", "to_copy", "match"):
+        index = tg[key].view(-1, 1, 1, 1).expand(*rows.shape[:3], 1)  # (N, layers, h, 1)
+        w = rows.gather(-1, index)[..., 0]  # (N, layers, h)
+        keep = tg["row"] > tg["separator"] if key == "match" else tg["row"] > 0
+        scores[key] = w[keep].mean(0)  # (layers, h)
+    return scores
+
+
+def has_double(word: list) -> bool:
+    """True if some letter of ``word`` is followed by the same letter."""
+    return any(a == b for a, b in zip(word, word[1:], strict=False))
+
+
+def induction_ambiguity(tokens: torch.Tensor) -> tuple[int, int]:
+    """How often "find the letter just written in the first copy, read the next" is ambiguous.
+
+    Counts the second-copy letters after the first (the first follows ``|``, not a
+    letter). For each, the letter just written may occur several times in the
+    first copy followed by different tokens (the last letter is followed by ``|``).
+    Returns ``(ambiguous, total)``.
+    """
+    ambiguous = total = 0
+    for row, n in zip(tokens.tolist(), word_lengths(tokens).tolist(), strict=True):
+        first = row[1 : n + 2]  # the word and <sep>
+        for j in range(1, n):  # predict the word's letter j (0-based) from letter j-1
+            nexts = {first[i + 1] for i in range(n) if first[i] == first[j - 1]}
+            ambiguous += len(nexts) > 1
+            total += 1
+    return ambiguous, total
+
+
+def greedy_copies(model: TinyDecoderLM, tokens: torch.Tensor) -> list[tuple[str, str]]:
+    """Greedy continuation of ``<bos> w |`` for every sentence: ``(expected, generated)`` strings."""
+    out = []
+    for row, n in zip(tokens, word_lengths(tokens).tolist(), strict=True):
+        prompt = row[None, : n + 2]  # <bos> w |
+        generated = generate(model, prompt, n + 1)
+        out.append((decode_tokens(row[: 2 * n + 3]), decode_tokens(generated[0])))
+    return out
+
+
+def letter_kinds(tokens: torch.Tensor) -> torch.Tensor:
+    """Long (B, L): for each letter of the second copy after its first, what "find the letter
+    just written in the first copy and read the one after it" faces there.
+
+    ``-1`` elsewhere; ``0``: the letter just written occurs once in the word, or every
+    occurrence is followed by the same token (one answer); ``1``: it occurs at
+    positions that are not adjacent and followed by different tokens (ambiguous);
+    ``2``: it occurs doubled in the word, so two of its successors are neighbours
+    (the second of ``hh`` in ``ahhe`` and also the ``e`` after it).
+    """
+    kinds = torch.full(tokens.shape, -1, dtype=torch.long)
+    for b, (row, n) in enumerate(zip(tokens.tolist(), word_lengths(tokens).tolist(), strict=True)):
+        first = row[1 : n + 2]  # the word and <sep>
+        for j in range(1, n):  # the word's letter j (0-based), written after letter j-1
+            where = [i for i in range(n) if first[i] == first[j - 1]]
+            if any(b2 - a == 1 for a, b2 in zip(where, where[1:], strict=False)):
+                kind = 2
+            else:
+                kind = int(len({first[i + 1] for i in where}) > 1)
+            kinds[b, n + 2 + j] = kind
+    return kinds
+
+
+@torch.no_grad()
+def off_track(model: TinyDecoderLM, tokens: torch.Tensor) -> tuple[int, int, int]:
+    """Follow the letter just written, or the position? Counts over words of distinct letters.
+
+    For every word of at least 4 distinct letters and every ``j`` in ``1 .. n-3``
+    (0-based), the prompt is ``<bos> w |`` and the second copy with letter ``j``
+    skipped: ``w[0] .. w[j-1] w[j+1]``. Reading on from the letter just written
+    gives ``w[j+2]``; copying the letter at the next position of the first copy
+    gives ``w[j+1]`` again. Returns ``(content, position, other)``, the counts
+    of the model's greedy next token.
+    """
+    counts = [0, 0, 0]
+    for row, n in zip(tokens.tolist(), word_lengths(tokens).tolist(), strict=True):
+        word = row[1 : n + 1]
+        if n < 4 or len(set(word)) < n:
+            continue
+        for j in range(1, n - 2):
+            prompt = torch.tensor([row[: n + 2] + word[:j] + [word[j + 1]]])
+            guess = model(prompt)[0, -1].argmax().item()
+            counts[0 if guess == word[j + 2] else 1 if guess == word[j + 1] else 2] += 1
+    return tuple(counts)
+
+
+def lm_experiment(seed: int, steps: int = 500) -> dict:
+    """Chapter 10's language model: train from ``seed`` and measure it on :func:`test_set`.
+
+    Returns a dict of numbers and lists: ``"final_loss"`` (mean of the last 20
+    steps), ``"accuracy"`` (teacher forced, second copy and ``<eos>``),
+    ``"exact"`` (greedy copies right of the first 50 prompts), ``"failures"`` /
+    ``"failures_double"`` (greedy failures over all 256 prompts, and how many of
+    them are words with a doubled letter), ``"double_share"`` (share of the test
+    words with a doubled letter), ``"acc_kind"`` (teacher-forced accuracy on the
+    letters of each :func:`letter_kinds` kind 0, 1, 2), ``"off_track"`` (the
+    shares of :func:`off_track`), and per head (layer-major, flattened) the mean
+    weight on ``"separator"``, ``"previous"``, ``"to_copy"`` and ``"match"``
+    (:func:`head_scores`).
+    """
+    model = build_model(seed, d_model=64, num_heads=4, d_ff=128, num_layers=2)
+    losses = train(model, steps, seed=seed)
+    tokens = test_set()
+    scores = head_scores(model, tokens)
+    copies = greedy_copies(model, tokens)
+    wrong = [exp for exp, got in copies if exp != got]
+    doubled = [has_double(exp.split("|")[0]) for exp, _ in copies]
+    with torch.no_grad():
+        right = model(tokens[:, :-1]).argmax(-1) == tokens[:, 1:]  # (B, L-1)
+    kinds = letter_kinds(tokens)[:, 1:]  # aligned with the predicted tokens
+    off = off_track(model, tokens)
+    return {
+        "final_loss": sum(losses[-20:]) / 20,
+        "accuracy": copy_accuracy(model, tokens),
+        "exact": sum(exp == got for exp, got in copies[:50]),
+        "failures": len(wrong),
+        "failures_double": sum(has_double(w.split("|")[0]) for w in wrong),
+        "double_share": sum(doubled) / len(doubled),
+        "acc_kind": [right[kinds == k].float().mean().item() for k in range(3)],
+        "off_track": [c / sum(off) for c in off],
+        **{key: value.flatten().tolist() for key, value in scores.items()},
+    }
+
+
+# -- the ablation ---------------------------------------------------------------------------
+
+VARIANTS = {
+    "pre-norm": {},
+    "post-norm": {"norm_first": False},
+    "no residual": {"residual": False},
+    "no LayerNorm": {"layer_norm": False},
+    "no FFN": {"feed_forward": False},
+}
+ABLATION_SIZE = {"d_model": 32, "num_heads": 2, "d_ff": 64, "num_layers": 6}
+
+
+def ablation_models(seed: int) -> dict:
+    """The five :data:`VARIANTS` with the same initial weights wherever their parameters coincide.
+
+    The full pre-norm model is drawn from ``seed``; every variant is built and then
+    given the full model's tensors for each of its parameters (a variant only
+    lacks parameters: no LayerNorm, no FFN, or no final LayerNorm for post-norm).
+    """
+    full = build_model(seed, **ABLATION_SIZE)
+    state = full.state_dict()
+    models = {}
+    for name, switches in VARIANTS.items():
+        model = build_model(seed, **ABLATION_SIZE, **switches)
+        own = model.state_dict()
+        missing = set(own) - set(state)
+        if missing:
+            raise RuntimeError(f"ablation_models: {name} has parameters the full model lacks: {missing}")
+        model.load_state_dict({k: state[k].clone() for k in own})
+        models[name] = model
+    return models
+
+
+def gradient_norms(model: TinyDecoderLM, tokens: torch.Tensor) -> list[float]:
+    """The norm of the loss gradient of each block's parameters, one backward pass on ``tokens``."""
+    model.zero_grad()
+    lm_loss(model, tokens).backward()
+    norms = [torch.cat([p.grad.flatten() for p in b.parameters()]).norm().item() for b in model.blocks]
+    model.zero_grad()
+    return norms
+
+
+@torch.no_grad()
+def position_similarity(model: TinyDecoderLM, tokens: torch.Tensor) -> float:
+    """Mean cosine similarity between the last block's outputs at different positions of a sentence.
+
+    Near 1: the positions' vectors have become alike (the tokens' identities are lost).
+    """
+    x = model.positions(model.embed(tokens))  # (B, L, D)
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    unit = F.normalize(x, dim=-1)  # (B, L, D)
+    cos = unit @ unit.transpose(1, 2)  # (B, L, L)
+    L = tokens.shape[1]
+    off_diagonal = ~torch.eye(L, dtype=torch.bool)
+    return cos[:, off_diagonal].mean().item()
+
+
+def ablation_experiment(seed: int, steps: int = 120) -> dict:
+    """Chapter 10's ablation: the five :data:`VARIANTS` trained from the same weights and batches.
+
+    Returns, per variant (key suffix ``_<name>``, spaces as ``_``): ``"loss"`` (mean
+    loss of each 10 steps, a list), ``"final"`` (mean of the last 20 steps),
+    ``"acc"`` (teacher-forced accuracy on :func:`test_set`); and, at
+    initialisation, for ``pre-norm`` and ``no residual``, ``"grad"`` (each
+    block's gradient norm on one batch) and ``"similar"``
+    (:func:`position_similarity`).
+    """
+    models = ablation_models(seed)
+    batch = copy_batch(64, torch.Generator().manual_seed(1000 + seed))
+    out = {}
+    for name in ("pre-norm", "no residual"):
+        key = name.replace(" ", "_")
+        out[f"grad_{key}"] = gradient_norms(models[name], batch)
+        out[f"similar_{key}"] = position_similarity(models[name], batch)
+    tokens = test_set()
+    for name, model in models.items():
+        key = name.replace(" ", "_")
+        losses = train(model, steps, seed=seed)
+        out[f"loss_{key}"] = [sum(losses[i : i + 10]) / 10 for i in range(0, steps, 10)]
+        out[f"final_{key}"] = sum(losses[-20:]) / 20
+        out[f"acc_{key}"] = copy_accuracy(model, tokens)
+    return out

@@ -79,3 +79,76 @@ def test_a_small_model_learns_the_copy_language(one_thread):
         optimizer.step()
     after = tiny_lm.copy_accuracy(model.eval(), test)
     assert after > before + 0.3
+
+
+def _sentence(word: str) -> torch.Tensor:
+    """One padded sentence ``<bos> word | word <eos>`` (1, SEQ_LEN)."""
+    letters = [tiny_lm.ALPHABET.index(c) for c in word]
+    row = [tiny_lm.BOS, *letters, tiny_lm.SEP, *letters, tiny_lm.EOS]
+    return torch.tensor([row + [tiny_lm.PAD] * (tiny_lm.SEQ_LEN - len(row))])
+
+
+def test_ablation_variants_start_from_the_full_models_weights():
+    """Issue 25: every variant's parameters are the full model's tensors, and the global RNG is untouched."""
+    state = torch.get_rng_state()
+    models = tiny_lm.ablation_models(3)
+    assert torch.equal(state, torch.get_rng_state()), "ablation_models changed the global generator"
+    full = models["pre-norm"].state_dict()
+    sizes = {}
+    for name, model in models.items():
+        own = model.state_dict()
+        sizes[name] = len(own)
+        for key, value in own.items():
+            assert torch.equal(value, full[key]), f"{name}: {key} differs from the full model's"
+    assert sizes["no LayerNorm"] < sizes["pre-norm"] and sizes["no FFN"] < sizes["pre-norm"]
+    again = tiny_lm.ablation_models(3)["no FFN"].state_dict()
+    assert all(torch.equal(v, full[k]) for k, v in again.items())
+    other = tiny_lm.ablation_models(4)["pre-norm"].state_dict()
+    assert not torch.equal(other["embed.weight"], full["embed.weight"]), "the seed must matter"
+
+
+def test_head_targets_point_at_the_documented_positions():
+    tokens = _sentence("abca")  # <bos> a b c a | a b c a <eos>: n = 4, | at 5
+    tg = tiny_lm.head_targets(tokens)
+    assert tg["row"].tolist() == [5, 6, 7, 8]
+    assert tg["separator"].tolist() == [5, 5, 5, 5]
+    assert tg["previous"].tolist() == [4, 5, 6, 7]
+    assert tg["to_copy"].tolist() == [1, 2, 3, 4]  # the letter each row must write
+    assert tg["match"].tolist() == [4, 1, 2, 3]  # the letter just written (row 5: none yet)
+    for key in ("to_copy", "match"):
+        for r, p in zip(tg["row"].tolist()[1:], tg[key].tolist()[1:], strict=True):
+            if key == "to_copy":
+                assert tokens[0, p] == tokens[0, r + 1]
+            else:
+                assert tokens[0, p] == tokens[0, r]
+
+
+def test_letter_kinds_and_ambiguity_on_hand_made_words():
+    # ahhe: after a -> h (a once: 0); after h -> h (h doubled: 2); after h -> e (2)
+    kinds = tiny_lm.letter_kinds(_sentence("ahhe"))[0]
+    assert [k for k in kinds.tolist() if k >= 0] == [0, 2, 2]
+    assert kinds[6 + 1 : 6 + 4].tolist() == [0, 2, 2]  # the 2nd..4th letters of the second copy
+    # abac: a stands at 0 and 2, followed by b and c: after a it is ambiguous (1), after b not
+    assert [k for k in tiny_lm.letter_kinds(_sentence("abac"))[0].tolist() if k >= 0] == [1, 0, 1]
+    assert tiny_lm.induction_ambiguity(_sentence("abac")) == (2, 3)
+    assert tiny_lm.induction_ambiguity(_sentence("abcd")) == (0, 3)
+    assert tiny_lm.has_double([1, 2, 2]) and not tiny_lm.has_double([1, 2, 1])
+
+
+class _Reader(torch.nn.Module):
+    """A fake model whose next token is the one after the last occurrence of the current one."""
+
+    def forward(self, tokens):
+        logits = torch.zeros(*tokens.shape, tiny_lm.VOCAB_SIZE)
+        row = tokens[0].tolist()
+        n = row.index(tiny_lm.SEP) - 1
+        first = row[1 : n + 2]
+        nxt = [first[i + 1] for i in range(n) if first[i] == row[-1]][-1]
+        logits[0, -1, nxt] = 1.0
+        return logits
+
+
+def test_off_track_counts_a_model_that_reads_on_as_content():
+    tokens = torch.cat([_sentence("abcde"), _sentence("abcc"), _sentence("abc")])
+    # abcde: j = 1, 2 -> 2 prompts; abcc has a repeat and abc is too short: skipped
+    assert tiny_lm.off_track(_Reader(), tokens) == (2, 0, 0)
