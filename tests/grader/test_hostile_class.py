@@ -250,13 +250,13 @@ def test_every_case_is_run_whatever_a_cell_rebinds(hostile):
 
 
 def test_results_written_on_the_channel_from_a_cell_are_ignored(hostile):
-    """Issue 12: the channel is found with gc and right outputs are sent from a later cell; the
-    grader takes only the events that come where the harness sends them: 0 points, flagged."""
+    """Issue 12, then issue 24: a later cell hunts for the channel with gc to send right outputs.
+    The channel lives in the sandbox's trusted parent, never in the learner's process: the hunt
+    finds nothing, the exercise scores 0, and the cell (gc) is flagged."""
     record = hostile["records"]["forges-in-cell"]
-    assert "FORGER channel 1 cases" in record["output"]["head"], record["output"]
-    assert "FORGER channel 1 cases 0" not in record["output"]["head"]
+    assert "FORGER channel 0 cases" in record["output"]["head"], record["output"]
     assert record["exercises"]["ex-00-1"]["score"] == 0
-    assert any("where the harness sends none" in r for r in record["review"]), record["review"]
+    assert record["status"] == "needs-review", record["review"]
 
 
 def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
