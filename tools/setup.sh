@@ -22,5 +22,12 @@ echo "setting up the course environment in .venv (first run: a few minutes)"
 .venv/bin/python -m pip install --quiet --progress-bar off -r requirements.txt
 .venv/bin/python -m pip install --quiet --progress-bar off --no-deps -e .
 .venv/bin/python -m pip check
+# The accessibility test's axe-core, the current release from npm (tests/site/test_accessibility.py
+# reads .venv/axe/node_modules/axe-core/axe.min.js). Without npm that test skips and says why.
+AXE_CORE_VERSION=4.14.1
+if command -v npm >/dev/null 2>&1; then
+  npm install --silent --no-audit --no-fund --no-save --prefix .venv/axe "axe-core@$AXE_CORE_VERSION" >/dev/null \
+    || echo "warning: npm could not install axe-core $AXE_CORE_VERSION; the accessibility test will skip" >&2
+fi
 echo "$want" > "$stamp"
 echo "course environment ready: .venv"
