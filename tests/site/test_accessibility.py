@@ -70,7 +70,8 @@ AXE_JS = ROOT / ".venv" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 
 def _axe_source() -> str:
     if not AXE_JS.is_file():
-        pytest.skip(f"accessibility test skipped: no {AXE_JS.relative_to(ROOT)} (tools/setup.sh installs it with npm)")
+        where = AXE_JS.relative_to(ROOT)
+        pytest.skip(f"accessibility test skipped: no {where} (tools/setup.sh installs it with npm)")
     return AXE_JS.read_text(encoding="utf-8")
 
 
