@@ -1,0 +1,221 @@
+"""Grades and feedback back into the LMS: ``python -m coursetools.grade export canvas|moodle OUT [DIR]``.
+
+Every number comes from the class's final scores (:mod:`.scores`: overrides, manual
+scores and late penalties applied), the same as ``grades.csv``; learners are matched by
+the ids of the download (``OUT/roster.csv``). The files are written into ``DIR``
+(default ``OUT/export/<lms>/``).
+
+**Canvas** (Grades > Import): ``canvas-gradebook.csv``, the columns of Canvas's own
+gradebook export, ``Student``, ``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section``,
+then one column for the assignment, named ``--assignment-column`` (write it as
+Canvas's export names it, ``Title (123456)``, so that the import updates that
+assignment instead of making a new one), with a ``Points Possible`` row first. Canvas
+matches each row by ``ID``, the Canvas user id of the download's file names
+(``lastfirst_12345_...``). ``canvas-feedback/<login>_<ID>_feedback-<assignment>.md``:
+each learner's feedback, named like the download's files so that an instructor attaches
+each to the learner's submission comment in SpeedGrader.
+
+**Moodle** (Assignment > View all submissions > Upload grading worksheet, with "offline
+grading worksheet" and "feedback comments" enabled): ``moodle-grading-worksheet.csv``
+with the columns of Moodle's own worksheet, ``Identifier`` (``Participant 12345``),
+``Full name``, ``Email address``, ``Status``, ``Grade``, ``Maximum Grade``, ``Grade can
+be changed``, ``Last modified (submission)``, ``Last modified (grade)``, ``Feedback
+comments``; Moodle's importer needs ``Identifier``, ``Grade`` and ``Last modified
+(grade)`` (``mod/assign/feedback/offline/importgradeslib.php``). And
+``moodle-feedback-files.zip`` (Upload multiple feedback files in a zip): one folder per
+learner named as in the download, ``Full Name_12345_assignsubmission_file_``, holding
+``feedback-<assignment>.md`` (Moodle's importer reads the participant id from the
+second ``_`` field of the folder: ``mod/assign/feedback/file/importziplib.php``).
+
+Learners without an LMS id (a plain folder) cannot be matched and are listed, never
+guessed.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+import zipfile
+from pathlib import Path
+
+from coursetools.grade.escape import csv_cell, terminal, visible
+from coursetools.grade.paths import Out
+from coursetools.grade.record import Status, number
+from coursetools.grade.scores import ClassScores, Grade
+
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+MOODLE_COLUMNS = [
+    "Identifier",
+    "Full name",
+    "Email address",
+    "Status",
+    "Grade",
+    "Maximum Grade",
+    "Grade can be changed",
+    "Last modified (submission)",
+    "Last modified (grade)",
+    "Feedback comments",
+]
+MOODLE_PARTICIPANT = "Participant "
+MOODLE_FOLDER = "{name}_{uid}_assignsubmission_file_"
+LMS = ("canvas", "moodle")
+
+
+def _csv(rows: list[list]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([[csv_cell(c) for c in row] for row in rows])
+    return buffer.getvalue()
+
+
+def _matched(scores: ClassScores, lms: str) -> tuple[list[Grade], list[str]]:
+    """The learners the LMS can match (they came from its download, with an id), and the others."""
+    grades, unmatched = [], []
+    for grade in scores.grades:
+        if grade.roster.get("student_id") and grade.roster.get("lms") in (lms, ""):
+            grades.append(grade)
+        else:
+            unmatched.append(grade.student)
+    return grades, unmatched
+
+
+def _summary(grade: Grade, scores: ClassScores) -> str:
+    """One paragraph for an LMS's comment box: the score, what was changed, where the rest is."""
+    from coursetools.grade.scores import describe
+
+    total = number(grade.total) or "not final"
+    parts = [f"{scores.info.assignment}: {total} out of {number(grade.max)} ({grade.status.value})."]
+    parts += [f"Changed by your instructor: {describe(a)}." for a in grade.adjustments]
+    parts.append(f"Your full feedback is in the attached file feedback-{scores.info.assignment}.md.")
+    return " ".join(visible(p) for p in parts)
+
+
+def _feedback_text(out: Path, grade: Grade) -> str:
+    path = Out(out).feedback(grade.student)
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def _safe_part(text: str) -> str:
+    """A name as one part of a path: no separator, no ``_`` (Moodle splits folder names on it)."""
+    return re.sub(r"[\\/_\x00-\x1f]+", " ", visible(text)).strip(" .") or "learner"
+
+
+def canvas(
+    out: Path, scores: ClassScores, folder: Path, column: str | None = None
+) -> tuple[list[Path], list[str]]:
+    """Canvas's gradebook CSV and the per-learner feedback files; return them and the problems."""
+    grades, unmatched = _matched(scores, "canvas")
+    column = column or scores.info.assignment
+    rows = [CANVAS_COLUMNS + [column], ["Points Possible", "", "", "", "", number(scores.max_total)]]
+    feedback = folder / "canvas-feedback"
+    feedback.mkdir(parents=True, exist_ok=True)
+    written = []
+    for grade in grades:
+        r = grade.roster
+        rows.append([r.get("name", ""), r["student_id"], "", "", "", number(grade.total)])
+        who = _safe_part(r.get("name", grade.student)).replace(" ", "")
+        path = feedback / f"{who}_{r['student_id']}_feedback-{scores.info.assignment}.md"
+        path.write_text(_feedback_text(out, grade), encoding="utf-8")
+        written.append(path)
+    gradebook = folder / "canvas-gradebook.csv"
+    gradebook.write_text(_csv(rows), encoding="utf-8")
+    return [gradebook, *written], [
+        f"not in Canvas's download (no Canvas ID): {terminal(s)}" for s in unmatched
+    ]
+
+
+def _moodle_time(iso: str) -> str:
+    """A time as Moodle's worksheet writes it: ``Monday, 2 November 2026, 12:00 PM``."""
+    from coursetools.grade.late import parse_time
+
+    when = parse_time(iso) if iso else None
+    if when is None:
+        return ""
+    return f"{when:%A}, {when.day} {when:%B %Y}, {when:%I:%M %p}".replace(", 0", ", ")
+
+
+def moodle(out: Path, scores: ClassScores, folder: Path) -> tuple[list[Path], list[str]]:
+    """Moodle's grading worksheet and its feedback-files zip; return them and the problems."""
+    grades, unmatched = _matched(scores, "moodle")
+    rows = [MOODLE_COLUMNS]
+    bundle = folder / "moodle-feedback-files.zip"
+    with zipfile.ZipFile(bundle, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for grade in grades:
+            r = grade.roster
+            graded = grade.status is not Status.NOT_GRADED
+            rows.append(
+                [
+                    f"{MOODLE_PARTICIPANT}{r['student_id']}",
+                    r.get("name", ""),
+                    "",
+                    "Submitted for grading" if graded else "No submission",
+                    number(grade.total),
+                    number(scores.max_total),
+                    "Yes",
+                    _moodle_time(r.get("submitted", "")),
+                    "",
+                    html.escape(_summary(grade, scores), quote=False),
+                ]
+            )
+            name = MOODLE_FOLDER.format(name=_safe_part(r.get("name", grade.student)), uid=r["student_id"])
+            info = zipfile.ZipInfo(
+                f"{name}/feedback-{scores.info.assignment}.md", date_time=(2020, 1, 1, 0, 0, 0)
+            )
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, _feedback_text(out, grade))
+    worksheet = folder / "moodle-grading-worksheet.csv"
+    worksheet.write_text(_csv(rows), encoding="utf-8")
+    return [worksheet, bundle], [
+        f"not in Moodle's download (no participant id): {terminal(s)}" for s in unmatched
+    ]
+
+
+def export(
+    lms: str, out: Path, folder: Path | None = None, column: str | None = None
+) -> tuple[list[Path], list[str]]:
+    """Write the files ``lms`` imports from the final scores of ``out`` (rendered first, so the
+    feedback files are current); return the files and the problems."""
+    from coursetools.grade.publish import publish
+
+    if lms not in LMS:
+        raise ValueError(f"lms must be one of {', '.join(LMS)}, not {lms!r}")
+    out = Path(out)
+    scores = publish(out, report_html=False)
+    folder = Path(folder) if folder is not None else Out(out).export / lms
+    folder.mkdir(parents=True, exist_ok=True)
+    written, problems = (
+        canvas(out, scores, folder, column) if lms == "canvas" else moodle(out, scores, folder)
+    )
+    return written, scores.problems + problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m coursetools.grade export",
+        description="Write the gradebook and the feedback in the form Canvas or Moodle imports, from the "
+        "final scores of OUT (overrides, manual scores and late penalties included).",
+    )
+    parser.add_argument("lms", choices=LMS, help="the LMS to import into")
+    parser.add_argument("out", type=Path, help="the grader's output folder")
+    parser.add_argument(
+        "dir", type=Path, nargs="?", default=None, help="where to write (default OUT/export/LMS)"
+    )
+    parser.add_argument(
+        "--assignment-column",
+        default=None,
+        help="Canvas: the assignment's column as Canvas's export names it, e.g. '05 Masks (123456)'",
+    )
+    args = parser.parse_args(argv)
+    if not (args.out / "class.json").is_file() and not list(args.out.glob("*/record.json")):
+        parser.error(f"{args.out} holds no graded class")
+    written, problems = export(args.lms, args.out, args.dir, args.assignment_column)
+    for path in written[:3]:
+        print(f"wrote {path}")
+    if len(written) > 3:
+        print(f"... and {len(written) - 3} more files")
+    for problem in problems:
+        print(f"problem: {terminal(problem)}")
+    return 0
