@@ -189,3 +189,59 @@ def test_training_is_deterministic_and_lowers_the_loss():
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
     src, tgt = digit_task_batch("copy", 100, 2, gen(9))
     assert sequence_accuracy(model, src, tgt) > 0.5
+
+
+def test_seeded_model_depends_on_the_seed_alone():
+    from attnlib.chapters.seq2seq import seeded_model
+
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    a = seeded_model(3, Seq2SeqGRU, VOCAB_SIZE, 8, 16)
+    assert torch.equal(torch.random.get_rng_state(), state), "the global RNG must be left as it was"
+    torch.rand(5)  # move the global RNG: the same seed still gives the same weights
+    b = seeded_model(3, Seq2SeqGRU, VOCAB_SIZE, 8, 16)
+    c = seeded_model(4, Seq2SeqGRU, VOCAB_SIZE, 8, 16)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert not torch.equal(a.out.weight, c.out.weight)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        seeded_model(1.0, Seq2SeqGRU, VOCAB_SIZE, 8, 16)
+    with pytest.raises(ValueError, match="seed must be non-negative"):
+        seeded_model(-1, Seq2SeqGRU, VOCAB_SIZE, 8, 16)
+
+
+def test_train_reverse_model_is_reproducible_whatever_ran_before():
+    from attnlib.chapters.seq2seq import train_reverse_model
+
+    torch.manual_seed(0)
+    m1, l1 = train_reverse_model(seed=1, steps=3, batch=8, lengths=(1, 4))
+    torch.rand(7)
+    m2, l2 = train_reverse_model(seed=1, steps=3, batch=8, lengths=(1, 4))
+    assert l1 == l2 and len(l1) == 3
+    for p, q in zip(m1.parameters(), m2.parameters(), strict=True):
+        assert torch.equal(p, q)
+    _, l3 = train_reverse_model(seed=2, steps=3, batch=8, lengths=(1, 4))
+    assert l3 != l1
+
+
+def test_bottleneck_metrics_shapes_and_ranges():
+    from attnlib.chapters.seq2seq import (
+        BOTTLENECK_POSITION_LENGTH,
+        BOTTLENECK_TEST_LENGTHS,
+        bottleneck_metrics,
+    )
+
+    torch.manual_seed(0)
+    model = Seq2SeqGRU(VOCAB_SIZE, 8, 16)
+    losses = [3.0 - i / 100 for i in range(300)]
+    m = bottleneck_metrics(model, losses)
+    assert m["loss_first"] == pytest.approx(sum(losses[:50]) / 50)
+    assert m["loss_mid"] == pytest.approx(sum(losses[200:250]) / 50)
+    assert m["loss_last"] == pytest.approx(sum(losses[-50:]) / 50)
+    assert len(m["seq_acc"]) == len(m["tok_acc"]) == len(BOTTLENECK_TEST_LENGTHS)
+    assert len(m["per_position"]) == BOTTLENECK_POSITION_LENGTH
+    for key in ("seq_acc", "tok_acc", "per_position"):
+        assert all(0.0 <= a <= 1.0 for a in m[key]), key
+    assert all(s <= t for s, t in zip(m["seq_acc"], m["tok_acc"], strict=True))
+    with pytest.raises(ValueError, match="at least 250 losses"):
+        bottleneck_metrics(model, losses[:100])

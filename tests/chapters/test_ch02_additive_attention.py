@@ -94,3 +94,58 @@ def test_attention_model_learns_the_unshuffle_task_a_little():
     model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 16, 32)
     losses = train_seq2seq(model, lambda g: unshuffle_batch(32, (1, 3), g), 60, lr=1e-2)
     assert np.mean(losses[-10:]) < 0.6 * np.mean(losses[:10])
+
+
+def test_lookup_metrics_of_an_untrained_model():
+    from attnlib.chapters.seq2seq import Seq2SeqGRU, lookup_metrics, seeded_model
+
+    model = seeded_model(0, Seq2SeqAdditiveAttention, VOCAB_SIZE, 8, 16)
+    m = lookup_metrics(model, 4, count=20)
+    assert set(m) == {"on_the_digit", "top_second", "top_first", "second_right"}
+    assert all(0.0 <= v <= 1.0 for v in m.values())
+    # 8 source tokens: a largest weight is at least 1/8
+    assert m["top_second"] >= 1 / 8 - 1e-6 and m["top_first"] >= 1 / 8 - 1e-6
+    assert lookup_metrics(model, 4, count=20) == m  # its own generator
+    with pytest.raises(ValueError, match="num_pairs must be in"):
+        lookup_metrics(model, 10)
+    with pytest.raises(TypeError, match="Seq2SeqAdditiveAttention"):
+        lookup_metrics(Seq2SeqGRU(VOCAB_SIZE, 8, 16), 4)
+
+
+def test_lookup_metrics_of_a_model_that_looks_at_the_right_digit():
+    """A hand-made attention row: on_the_digit counts a top weight on the digit written."""
+    from attnlib.chapters.seq2seq import lookup_metrics
+
+    class Oracle(Seq2SeqAdditiveAttention):
+        def forward_with_attention(self, src, tgt_in, src_lengths=None):
+            B, T = tgt_in.shape
+            tgt = torch.cat([tgt_in[:, 1:], torch.full((B, 1), EOS)], dim=1)
+            weights = torch.zeros(B, T, src.shape[1])
+            logits = torch.zeros(B, T, VOCAB_SIZE)
+            for b in range(B):
+                for i in range(T):
+                    hits = (src[b] == tgt[b, i]).nonzero()
+                    weights[b, i, hits[0, 0] if len(hits) else 0] = 1.0
+                    logits[b, i, tgt[b, i]] = 1.0
+            return logits, weights
+
+    m = lookup_metrics(Oracle(VOCAB_SIZE, 8, 16), 5, count=10)
+    assert m["on_the_digit"] == 1.0 and m["second_right"] == 1.0
+    assert m["top_second"] == 1.0 and m["top_first"] == 1.0
+
+
+def test_train_unshuffle_models_and_alignment_metrics():
+    from attnlib.chapters.seq2seq import (
+        ALIGNMENT_PAIR_COUNTS,
+        alignment_metrics,
+        train_unshuffle_models,
+    )
+
+    run = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3))
+    again = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3))
+    assert run[1] == again[1] and run[3] == again[3]
+    m = alignment_metrics(run[0], run[1] * 25, run[2], run[3] * 25)
+    n = len(ALIGNMENT_PAIR_COUNTS)
+    for key in ("acc_attention", "acc_baseline", "on_the_digit", "second_right", "top_second", "top_first"):
+        assert len(m[key]) == n and all(0.0 <= v <= 1.0 for v in m[key]), key
+    assert m["loss_attention"] == pytest.approx(sum(run[1]) / 2)
