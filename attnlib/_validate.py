@@ -10,7 +10,13 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 Shape = tuple[int, ...]
+
+# A bool is Python's bool or NumPy's (np.bool_, named "bool" since NumPy 2, which is
+# why a test of the type's name cannot find it): neither is a numbers.Number.
+BOOLS = (bool, np.bool_)
 
 
 def as_shape(shape: Iterable[int]) -> Shape:
@@ -177,7 +183,7 @@ def _check_number(fn: str, name: str, value: object, what: str = "an integer") -
     A real number that is not an allowed value (2.5 or -1 as a length) is a ValueError;
     that split is the rule across attnlib.
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, BOOLS):
         return  # a bool is a number here: it is refused by the value check, as before
     if not isinstance(value, numbers.Real):
         raise TypeError(f"{fn}: {name} must be {what}, got {type(value).__name__} {value!r}")
@@ -189,7 +195,7 @@ def check_length(fn: str, name: str, value: object) -> int:
     TypeError for a non-number, ValueError for a number that is not a non-negative integer.
     """
     _check_number(fn, name, value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, BOOLS) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{fn}: {name} must be a non-negative integer, got {value!r}")
     if value < 0:
         raise ValueError(f"{fn}: {name} must be a non-negative integer, got {value!r}")
@@ -221,7 +227,7 @@ def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) ->
     """
     for v in lengths:
         _check_number(fn, "lengths", v, what="integers")
-    bad = [v for v in lengths if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
+    bad = [v for v in lengths if isinstance(v, BOOLS) or not isinstance(v, numbers.Integral)]
     if bad:
         raise ValueError(f"{fn}: lengths must be integers, got non-integer values {bad}")
     ints = [int(v) for v in lengths]
@@ -237,21 +243,27 @@ def check_lengths(fn: str, lengths: Sequence[object], max_len: object = None) ->
     return ints, max_len
 
 
-def check_causal(
-    fn: str, q_len: object, k_len: object, diagonal: object, integer_types: tuple[type, ...] = (int,)
-) -> tuple[int, int, int]:
+def check_integer(fn: str, name: str, value: object) -> int:
+    """Any Python or NumPy integer, negative ones included (an offset such as `diagonal`).
+
+    TypeError for a non-number, ValueError for a number that is not an integer (2.5, True).
+    """
+    _check_number(fn, name, value)
+    if isinstance(value, BOOLS) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{fn}: {name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def check_causal(fn: str, q_len: object, k_len: object, diagonal: object) -> tuple[int, int, int]:
     """Check the arguments of `causal_mask`; return `(q_len, k_len, diagonal)` as ints.
 
     Lengths are non-negative integers and `k_len` None means `q_len`; `diagonal` is
-    any instance of `integer_types` (NumPy's twin also takes NumPy integers). A
-    non-number is a TypeError, a number of another kind (2.5, True) a ValueError.
+    any integer, Python or NumPy. A non-number is a TypeError, a number of another
+    kind (2.5, True) a ValueError.
     """
     q_len = check_length(fn, "q_len", q_len)
     k_len = q_len if k_len is None else check_length(fn, "k_len", k_len)
-    _check_number(fn, "diagonal", diagonal)
-    if isinstance(diagonal, bool) or not isinstance(diagonal, integer_types):
-        raise ValueError(f"{fn}: diagonal must be an integer, got {diagonal!r}")
-    return q_len, k_len, int(diagonal)
+    return q_len, k_len, check_integer(fn, "diagonal", diagonal)
 
 
 def check_flag(fn: str, name: str, value: object) -> bool:
@@ -259,14 +271,14 @@ def check_flag(fn: str, name: str, value: object) -> bool:
 
     A truthy string like "yes" or a tensor is refused instead of silently read as True.
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, BOOLS):
         return bool(value)
     raise TypeError(f"{fn}: {name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 def check_keepdim(fn: str, keepdim: object) -> None:
-    """``keepdim`` of a reduction must be a Python bool (TypeError otherwise)."""
-    if not isinstance(keepdim, bool):
+    """``keepdim`` of a reduction must be a bool, Python or NumPy (TypeError otherwise)."""
+    if not isinstance(keepdim, BOOLS):
         raise TypeError(f"{fn}: keepdim must be a bool, got {type(keepdim).__name__}")
 
 
@@ -283,7 +295,7 @@ def check_positive_int(fn: str, name: str, value: object) -> int:
     TypeError for a non-number, ValueError for a number that is not a positive integer.
     """
     _check_number(fn, name, value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    if isinstance(value, BOOLS) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
     return int(value)
 
@@ -294,16 +306,45 @@ def check_probability(fn: str, name: str, value: object) -> float:
     TypeError for a non-number, ValueError for a number outside [0, 1) or NaN.
     """
     _check_number(fn, name, value, "a probability in [0, 1)")
-    if isinstance(value, bool) or type(value).__name__ == "bool_" or not 0.0 <= value < 1.0:
+    if isinstance(value, BOOLS) or not 0.0 <= value < 1.0:
         raise ValueError(f"{fn}: {name} must be a probability in [0, 1), got {value!r}")
     return float(value)
 
 
 def check_dim(fn: str, dim: object, ndim: int) -> int:
     """`dim` must be an int in [-ndim, ndim) (a 0-d input counts as 1-d, as in torch); return it >= 0."""
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+    if isinstance(dim, BOOLS) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"{fn}: dim must be an int, got {type(dim).__name__} {dim!r}")
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise ValueError(f"{fn}: dim={dim} is out of range for an input with {ndim} dimensions")
     return int(dim) % n
+
+
+def check_scale(fn: str, scale: object) -> float | None:
+    """``scale`` is None or a real number, Python or NumPy (TypeError otherwise); returned as a float."""
+    if scale is None:
+        return None
+    if isinstance(scale, BOOLS) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{fn}: scale must be a real number or None, got {type(scale).__name__}")
+    return float(scale)
+
+
+def check_greater(fn: str, name: str, value: object, bound: float) -> float:
+    """A real number (Python or NumPy) above `bound`, such as RoPE's `base` or an epsilon.
+
+    TypeError for a non-number (a bool included), ValueError for a number <= `bound` or NaN.
+    """
+    if isinstance(value, BOOLS) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__} {value!r}")
+    if not value > bound:
+        raise ValueError(f"{fn}: {name} must be > {bound:g}, got {value!r}")
+    return float(value)
+
+
+def check_choice(fn: str, name: str, value: object, choices: Sequence[str]) -> str:
+    """One of a few names, such as an activation: ValueError naming the choices otherwise."""
+    if not isinstance(value, str) or value not in choices:
+        listed = " or ".join(repr(c) for c in choices)
+        raise ValueError(f"{fn}: {name} must be {listed}, got {value!r}")
+    return value

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._validate import as_shape, check_attention, check_flag, check_floating
+from attnlib._validate import as_shape, check_attention, check_flag, check_floating, check_scale
 from attnlib.functional import _LOW_PRECISION, softmax
 from attnlib.masks import causal_mask, check_mask_tensor
 
 __all__ = ["scaled_dot_product_attention"]
-
-
-def check_scale(fn: str, scale: object) -> float | None:
-    """``scale`` is None or a real number (TypeError otherwise); returned as a float."""
-    if scale is None:
-        return None
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"{fn}: scale must be a real number or None, got {type(scale).__name__}")
-    return float(scale)
 
 
 @TORCH

@@ -45,9 +45,14 @@ def _empty_along(x: torch.Tensor, dim: int) -> bool:
     return x.dim() > 0 and x.shape[dim] == 0
 
 
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype attnlib computes in: float32 for float16 and bfloat16, any other float as it is."""
+    return torch.float32 if dtype in _LOW_PRECISION else dtype
+
+
 def _upcast(x: torch.Tensor) -> torch.Tensor:
     """Half and bfloat16 are computed in float32; other floats as they are."""
-    return x.float() if x.dtype in _LOW_PRECISION else x
+    return x.to(work_dtype(x.dtype))
 
 
 def _shifted_exp(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

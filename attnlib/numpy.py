@@ -483,5 +483,5 @@ def causal_mask(q_len: int, k_len: int | None = None, diagonal: int = 0) -> np.n
     array([[ True, False],
            [ True,  True]])
     """
-    q_len, k_len, diagonal = check_causal("causal_mask", q_len, k_len, diagonal, (int, np.integer))
+    q_len, k_len, diagonal = check_causal("causal_mask", q_len, k_len, diagonal)
     return np.tri(q_len, k_len, k=diagonal, dtype=bool)  # (L, S)

@@ -20,6 +20,8 @@ import math
 import torch
 from torch import nn
 
+from attnlib._validate import check_flag, check_greater, check_length, check_positive_int
+
 __all__ = [
     "LearnedPositions",
     "alibi_bias",
@@ -30,22 +32,6 @@ __all__ = [
 ]
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def _count(value, name: str, fn: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{fn}: {name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{fn}: {name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _base(base, fn: str) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
-        raise TypeError(f"{fn}: base must be a number, got {type(base).__name__}")
-    if not base > 1:
-        raise ValueError(f"{fn}: base must be > 1, got {base}")
-    return float(base)
 
 
 def sinusoidal_encoding(
@@ -59,14 +45,19 @@ def sinusoidal_encoding(
 
     Parameters
     ----------
-    n_positions : number of positions ``p = 0 .. n_positions - 1``.
-    d_model : width of the table.
-    base : the wavelength base (10000 in the paper).
-    dtype : floating dtype of the result (computed in float64, then cast).
+    n_positions : int
+        Number of positions ``p = 0 .. n_positions - 1`` (0 or more).
+    d_model : int
+        Width of the table (0 or more).
+    base : float, default 10000.0
+        The wavelength base (10000 in the paper), above 1.
+    dtype : torch.dtype, default torch.float32
+        Floating dtype of the result (computed in float64, then cast).
 
     Returns
     -------
-    Tensor (n_positions, d_model).
+    torch.Tensor
+        ``(n_positions, d_model)``.
 
     Examples
     --------
@@ -77,9 +68,9 @@ def sinusoidal_encoding(
     [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
     """
     fn = "sinusoidal_encoding"
-    n_positions = _count(n_positions, "n_positions", fn)
-    d_model = _count(d_model, "d_model", fn)
-    base = _base(base, fn)
+    n_positions = check_length(fn, "n_positions", n_positions)
+    d_model = check_length(fn, "d_model", d_model)
+    base = check_greater(fn, "base", base, 1)
     if dtype not in _FLOATS:
         raise TypeError(f"{fn}: dtype must be a floating dtype, got {dtype}")
     p = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
@@ -99,33 +90,44 @@ class LearnedPositions(nn.Module):
 
     Parameters
     ----------
-    max_len : number of positions that have a vector.
-    d_model : width of each vector.
+    max_len : int
+        Number of positions that have a vector (1 or more).
+    d_model : int
+        Width of each vector (1 or more).
+
+    Examples
+    --------
+    >>> positions = LearnedPositions(max_len=8, d_model=4)
+    >>> positions(torch.zeros(2, 5, 4)).shape
+    torch.Size([2, 5, 4])
     """
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        self.max_len = _count(max_len, "max_len", "LearnedPositions", 1)
-        self.d_model = _count(d_model, "d_model", "LearnedPositions", 1)
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)  # (max_len, D)
+        self.max_len = check_positive_int("LearnedPositions", "max_len", max_len)
+        self.d_model = check_positive_int("LearnedPositions", "d_model", d_model)
+        self.weight = nn.Parameter(torch.randn(self.max_len, self.d_model) * 0.02)  # (max_len, D)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Return ``x + weight[offset : offset + L]``.
 
         Parameters
         ----------
-        x : (..., L, d_model) token embeddings.
-        offset : absolute position of ``x``'s first row (for decoding with a cache).
+        x : torch.Tensor
+            ``(..., L, d_model)`` token embeddings.
+        offset : int, default 0
+            Absolute position of ``x``'s first row (for decoding with a cache).
 
         Returns
         -------
-        Tensor of ``x``'s shape.
+        torch.Tensor
+            ``x``'s shape.
         """
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"LearnedPositions: x must be a tensor, got {type(x).__name__}")
         if x.dim() < 2 or x.shape[-1] != self.d_model:
             raise ValueError(f"LearnedPositions: x must be (..., L, {self.d_model}), got {tuple(x.shape)}")
-        offset = _count(offset, "offset", "LearnedPositions")
+        offset = check_length("LearnedPositions", "offset", offset)
         L = x.shape[-2]
         if offset + L > self.max_len:
             raise ValueError(
@@ -144,14 +146,31 @@ def rope_angles(
 
     Parameters
     ----------
-    positions : (..., L) integer or float positions.
-    dim : the (even) feature size being rotated.
-    base : the wavelength base.
+    positions : torch.Tensor
+        ``(..., L)`` integer or float positions.
+    dim : int
+        The (even) feature size being rotated.
+    base : float, default 10000.0
+        The wavelength base, above 1.
 
     Returns
     -------
-    ``(cos, sin)``, each float64 (..., L, dim // 2).
+    tuple of torch.Tensor
+        ``(cos, sin)``, each float64 ``(..., L, dim // 2)``.
+
+    Examples
+    --------
+    >>> cos, sin = rope_angles(torch.arange(3), 4)
+    >>> cos.shape, sin[0].tolist()
+    (torch.Size([3, 2]), [0.0, 0.0])
     """
+    fn = "rope_angles"
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"{fn}: positions must be a torch.Tensor, got {type(positions).__name__}")
+    dim = check_length(fn, "dim", dim)
+    if dim % 2:
+        raise ValueError(f"{fn}: dim must be even to form pairs, got {dim}")
+    base = check_greater(fn, "base", base, 1)
     two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # (dim/2,)
     theta = positions.to(torch.float64)[..., None] * base ** (-two_i / dim)  # (..., L, dim/2)
     return torch.cos(theta), torch.sin(theta)
@@ -167,13 +186,17 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
 
     Parameters
     ----------
-    x : (..., L, E) queries or keys, E even.
-    positions : (L,) or broadcastable to (..., L); default ``arange(L)``.
-    base : the wavelength base.
+    x : torch.Tensor
+        ``(..., L, E)`` queries or keys, ``E`` even.
+    positions : torch.Tensor, optional
+        ``(L,)`` or broadcastable to ``(..., L)``; default ``arange(L)``.
+    base : float, default 10000.0
+        The wavelength base, above 1.
 
     Returns
     -------
-    Tensor of ``x``'s shape and dtype (float16/bfloat16 are rotated in float32).
+    torch.Tensor
+        ``x``'s shape and dtype (float16/bfloat16 are rotated in float32).
 
     Examples
     --------
@@ -183,7 +206,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     """
     fn = "apply_rope"
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: x must be a tensor, got {type(x).__name__}")
+        raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise TypeError(f"{fn}: x must be floating point, got {x.dtype}")
     if x.dim() < 2:
@@ -191,7 +214,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     L, E = x.shape[-2], x.shape[-1]
     if E % 2:
         raise ValueError(f"{fn}: the last dimension E must be even to form pairs, got E={E}")
-    base = _base(base, fn)
+    base = check_greater(fn, "base", base, 1)
     if positions is None:
         positions = torch.arange(L, device=x.device)
     elif not isinstance(positions, torch.Tensor):
@@ -210,11 +233,23 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
 def alibi_slopes(num_heads: int) -> torch.Tensor:
     """ALiBi's head slopes ``m_h = 2**(-8 (h + 1) / num_heads)``, h = 0 .. num_heads - 1.
 
+    Parameters
+    ----------
+    num_heads : int
+        Number of heads (1 or more).
+
     Returns
     -------
-    float32 tensor (num_heads,): a geometric sequence from ``2**(-8/num_heads)`` down to ``2**-8``.
+    torch.Tensor
+        float32 ``(num_heads,)``: a geometric sequence from ``2**(-8/num_heads)``
+        down to ``2**-8``.
+
+    Examples
+    --------
+    >>> alibi_slopes(4)
+    tensor([0.2500, 0.0625, 0.0156, 0.0039])
     """
-    num_heads = _count(num_heads, "num_heads", "alibi_slopes", 1)
+    num_heads = check_positive_int("alibi_slopes", "num_heads", num_heads)
     h = torch.arange(1, num_heads + 1, dtype=torch.float64)
     return (2.0 ** (-8.0 * h / num_heads)).to(torch.float32)
 
@@ -230,15 +265,21 @@ def alibi_bias(
 
     Parameters
     ----------
-    num_heads, L, S : heads, queries, keys.
-    causal : True (the paper's setting): keys after the query get ``-inf``;
+    num_heads : int
+        Number of heads (1 or more).
+    L, S : int
+        Number of queries and of keys (0 or more).
+    causal : bool, default True
+        True (the paper's setting): keys after the query get ``-inf``;
         False: the symmetric bias ``-m_h * |i - j|`` for encoders.
-    query_offset : see above.
+    query_offset : int, optional
+        See above; 0 or more.
 
     Returns
     -------
-    float32 tensor (num_heads, L, S), to add to the scores (e.g. as the float
-    ``attn_mask`` of :func:`attnlib.scaled_dot_product_attention`).
+    torch.Tensor
+        float32 ``(num_heads, L, S)``, to add to the scores (e.g. as the float
+        ``attn_mask`` of :func:`attnlib.scaled_dot_product_attention`).
 
     Examples
     --------
@@ -248,11 +289,11 @@ def alibi_bias(
             [-0.0078, -0.0039,  0.0000]])
     """
     fn = "alibi_bias"
-    L = _count(L, "L", fn)
-    S = _count(S, "S", fn)
-    if not isinstance(causal, bool):
-        raise TypeError(f"{fn}: causal must be a bool, got {type(causal).__name__}")
-    offset = S - L if query_offset is None else _count(query_offset, "query_offset", fn)
+    num_heads = check_positive_int(fn, "num_heads", num_heads)
+    L = check_length(fn, "L", L)
+    S = check_length(fn, "S", S)
+    causal = check_flag(fn, "causal", causal)
+    offset = S - L if query_offset is None else check_length(fn, "query_offset", query_offset)
     slopes = alibi_slopes(num_heads)  # (h,)
     i = torch.arange(L, dtype=torch.float32)[:, None] + offset  # (L, 1) absolute query positions
     j = torch.arange(S, dtype=torch.float32)[None, :]  # (1, S)

@@ -12,8 +12,7 @@ import math
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._validate import check_additive, check_floating, check_general, check_query_key
-from attnlib.attention import check_scale
+from attnlib._validate import check_additive, check_floating, check_general, check_query_key, check_scale
 from attnlib.functional import _upcast
 
 __all__ = [

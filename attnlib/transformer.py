@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib._validate import check_probability
+from attnlib._validate import check_choice, check_flag, check_greater, check_positive_int, check_probability
 from attnlib.efficient import KVCache, decode_step
 from attnlib.modules import MultiHeadAttention, merge_heads, split_heads
 
@@ -39,16 +39,30 @@ class TransformerBlock(nn.Module):
 
     Parameters
     ----------
-    d_model : model width D.
-    num_heads : attention heads h (D divisible by h).
-    d_ff : hidden width of the feed-forward net.
-    dropout : dropout on the attention weights, inside the feed-forward net
-        and on each sublayer's output (as ``nn.TransformerEncoderLayer``).
-    norm_first : pre-norm (True) or post-norm (False).
-    activation : ``"relu"`` or ``"gelu"``.
-    layer_norm_eps : LayerNorm's epsilon.
-    residual, layer_norm, feed_forward : keyword-only switches for the
-        ablations of chapter 10; all True is the standard block.
+    d_model : int
+        Model width ``D``.
+    num_heads : int
+        Attention heads ``h`` (``D`` divisible by ``h``).
+    d_ff : int
+        Hidden width of the feed-forward net.
+    dropout : float, default 0.0
+        Dropout on the attention weights, inside the feed-forward net and on
+        each sublayer's output (as ``nn.TransformerEncoderLayer``).
+    norm_first : bool, default True
+        Pre-norm (True) or post-norm (False).
+    activation : {"relu", "gelu"}, default "relu"
+        The feed-forward net's activation.
+    layer_norm_eps : float, default 1e-5
+        LayerNorm's epsilon (above 0).
+    residual, layer_norm, feed_forward : bool, default True
+        Keyword-only switches for the ablations of chapter 10; all True is the
+        standard block.
+
+    Examples
+    --------
+    >>> block = TransformerBlock(d_model=8, num_heads=2, d_ff=16)
+    >>> block(torch.zeros(3, 5, 8), is_causal=True).shape
+    torch.Size([3, 5, 8])
     """
 
     def __init__(
@@ -66,14 +80,16 @@ class TransformerBlock(nn.Module):
         feed_forward: bool = True,
     ):
         super().__init__()
-        for name, value in (("d_model", d_model), ("num_heads", num_heads), ("d_ff", d_ff)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"TransformerBlock: {name} must be an int, got {type(value).__name__}")
-            if value < 1:
-                raise ValueError(f"TransformerBlock: {name} must be >= 1, got {value}")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"TransformerBlock: activation must be 'relu' or 'gelu', got {activation!r}")
-        dropout = check_probability("TransformerBlock", "dropout", dropout)
+        fn = "TransformerBlock"
+        d_model = check_positive_int(fn, "d_model", d_model)
+        num_heads = check_positive_int(fn, "num_heads", num_heads)
+        d_ff = check_positive_int(fn, "d_ff", d_ff)
+        activation = check_choice(fn, "activation", activation, tuple(_ACTIVATIONS))
+        dropout = check_probability(fn, "dropout", dropout)
+        layer_norm_eps = check_greater(fn, "layer_norm_eps", layer_norm_eps, 0)
+        norm_first, residual = check_flag(fn, "norm_first", norm_first), check_flag(fn, "residual", residual)
+        layer_norm = check_flag(fn, "layer_norm", layer_norm)
+        feed_forward = check_flag(fn, "feed_forward", feed_forward)
         self.norm_first = norm_first
         self.residual = residual
         self.activation = activation
@@ -117,21 +133,31 @@ class TransformerBlock(nn.Module):
 
         Parameters
         ----------
-        x : (B, L, D).
-        attn_mask : bool (True = may attend) or float mask broadcastable to (B, h, L, L).
-        key_mask : bool (B, L), True for real tokens.
-        is_causal : forbid attending to later positions.
+        x : torch.Tensor
+            ``(B, L, D)``.
+        attn_mask : torch.Tensor, optional
+            bool (True = may attend) or float mask broadcastable to ``(B, h, L, L)``.
+        key_mask : torch.Tensor, optional
+            bool ``(B, L)``, True for real tokens.
+        is_causal : bool, default False
+            Forbid attending to later positions.
 
         Returns
         -------
-        Tensor (B, L, D).
+        torch.Tensor
+            ``(B, L, D)``.
         """
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.attn.embed_dim:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"TransformerBlock: x must be (B, L, {self.attn.embed_dim}), got {got}")
+        self._check_x("TransformerBlock", x)
         return self._sublayers(
             x, lambda y: self.self_attention(y, attn_mask=attn_mask, key_mask=key_mask, is_causal=is_causal)
         )
+
+    def _check_x(self, fn: str, x: object) -> None:
+        """x must be a tensor (TypeError) of shape (B, L, D) (ValueError)."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 3 or x.shape[-1] != self.attn.embed_dim:
+            raise ValueError(f"{fn}: x must be (B, L, {self.attn.embed_dim}), got {tuple(x.shape)}")
 
     def _sublayers(self, x: torch.Tensor, attend) -> torch.Tensor:
         """The residual and LayerNorm wiring of the block around ``attend`` and the feed-forward net.
@@ -155,16 +181,20 @@ class TransformerBlock(nn.Module):
 
         Parameters
         ----------
-        x : (B, t, D), the next ``t`` positions (usually ``t = 1``).
-        cache : this block's :class:`attnlib.efficient.KVCache`
-            (batch B, kv_heads h, head_dim D / h); the new keys and values are appended.
+        x : torch.Tensor
+            ``(B, t, D)``, the next ``t`` positions (usually ``t = 1``).
+        cache : KVCache
+            This block's cache (batch ``B``, kv_heads ``h``, head_dim ``D / h``);
+            the new keys and values are appended.
 
         Returns
         -------
-        Tensor (B, t, D): equal to the last ``t`` rows of ``forward`` on the whole
-        sequence with ``is_causal=True`` (in eval mode). Runs without autograd:
-        a cache is for generation, not training.
+        torch.Tensor
+            ``(B, t, D)``: equal to the last ``t`` rows of ``forward`` on the whole
+            sequence with ``is_causal=True`` (in eval mode). Runs without autograd:
+            a cache is for generation, not training.
         """
+        self._check_x("TransformerBlock.forward_cached", x)
         h = self.attn.num_heads
 
         def attend(y: torch.Tensor) -> torch.Tensor:
@@ -177,7 +207,7 @@ class TransformerBlock(nn.Module):
         return self._sublayers(x, attend)
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
-        """An empty KV cache sized for this block."""
+        """An empty KV cache sized for this block: ``batch`` rows of ``capacity`` positions."""
         ref = self.attn.q_proj.weight
         return KVCache(
             batch, self.attn.num_heads, capacity, self.attn.head_dim, dtype=ref.dtype, device=ref.device

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attnlib.efficient as eff
 from attnlib.efficient import (
     KVCache,
     decode_step,
@@ -501,7 +502,7 @@ def test_decode_step_refused_call_leaves_the_cache_unchanged():
         ((q, k[:, :, :1], v[:, :, :1]), ValueError, r"decode_step: .* same t; got query \(1, 2, 3, 4\)"),
         ((q[:, :, :1].double(), k[:, :, :1].double(), v[:, :, :1].double()), TypeError, "share one dtype"),
         ((q[:, :1, :1].expand(1, 3, 1, 4), k[:, :, :1], v[:, :, :1]), ValueError, "Hq a multiple"),
-        ((q[:, :, :1], k[:, :, :1], v[:, :, :1, :2]), ValueError, r"KVCache.append: .* value \(1, 2, 1, 2\)"),
+        ((q[:, :, :1], k[:, :, :1], v[:, :, :1, :2]), ValueError, r"decode_step: .* value \(1, 2, 1, 2\)"),
         (
             (q.repeat(1, 1, 3, 1), k.repeat(1, 1, 3, 1), v.repeat(1, 1, 3, 1)),
             ValueError,
@@ -527,23 +528,25 @@ def test_repeat_kv_refuses_zero_and_non_int():
         repeat_kv(x, 0)
     with pytest.raises(ValueError, match="n_rep"):
         repeat_kv(x, -1)
-    with pytest.raises(TypeError, match="n_rep"):
+    with pytest.raises(ValueError, match="repeat_kv: n_rep must be a positive integer, got 2.0"):
         repeat_kv(x, 2.0)
+    with pytest.raises(TypeError, match="repeat_kv: n_rep must be an integer, got str"):
+        repeat_kv(x, "2")
     assert repeat_kv(x, 3).shape == (1, 6, 3, 4)
 
 
 def test_the_online_softmax_update_exists_once(monkeypatch):
-    """tile_step and the tiled loop run the very same update function."""
-    import attnlib.efficient as eff
+    """online_update_, tile_step and the tiled loop's exact fold run the very same rescaling."""
+    import attnlib.efficient.online as online
 
     calls = []
-    original = eff._fold_tile
+    original = online.online_rescale_
 
-    def counting(*args, **kwargs):
-        calls.append(kwargs.get("base2", False))
-        return original(*args, **kwargs)
+    def counting(m, l, acc, p, exp_=torch.Tensor.exp_):
+        calls.append(exp_ is torch.Tensor.exp2_)
+        return original(m, l, acc, p, exp_)
 
-    monkeypatch.setattr(eff, "_fold_tile", counting)
+    monkeypatch.setattr(online, "online_rescale_", counting)
     q, k, v = qkv(1, 1, 4, 8)
     m, l = torch.full((1, 1, 4, 1), -math.inf), torch.zeros(1, 1, 4, 1)
     eff.tile_step(m, l, torch.zeros(1, 1, 4, 8), q, k, v)

@@ -1,4 +1,4 @@
-"""The fast path of tiled attention's forward (issue 15): `_fold_tile(settled=True)`.
+"""The fast path of tiled attention's forward (issue 15): `tiled._fold_settled`.
 
 After a block of query rows has seen an allowed key in every row, the forward
 lets the score matmul subtract a reference maximum and keeps it (no max, no
@@ -11,12 +11,13 @@ import torch
 import torch.nn.functional as F
 
 import attnlib.efficient as eff
+import attnlib.efficient.tiled as tiled
 
 
 @pytest.fixture(autouse=True)
 def fast_path_on_small_tiles(monkeypatch):
     """These tests use small tiles; the forward takes its fast path from 2**16 scores on."""
-    monkeypatch.setattr(eff, "_FAST_PATH_MIN_SCORES", 0)
+    monkeypatch.setattr(tiled, "_FAST_PATH_MIN_SCORES", 0)
 
 
 def _qkv(L, S, E=8, seed=0, dtype=torch.float64):
@@ -25,16 +26,21 @@ def _qkv(L, S, E=8, seed=0, dtype=torch.float64):
 
 
 def _count_paths(monkeypatch):
-    """Record (settled, returned) for every call of the one update function."""
+    """Record (settled, folded) for every tile folded: the fast path's answer, or True for the exact one."""
     calls = []
-    original = eff._fold_tile
+    exact, settled = tiled._fold_exact, tiled._fold_settled
 
-    def counting(*args, **kwargs):
-        result = original(*args, **kwargs)
-        calls.append((kwargs.get("settled", False), result))
-        return result
+    def counting_exact(*args):
+        exact(*args)
+        calls.append((False, True))
 
-    monkeypatch.setattr(eff, "_fold_tile", counting)
+    def counting_settled(*args):
+        folded = settled(*args)
+        calls.append((True, folded))
+        return folded
+
+    monkeypatch.setattr(tiled, "_fold_exact", counting_exact)
+    monkeypatch.setattr(tiled, "_fold_settled", counting_settled)
     return calls
 
 
@@ -103,7 +109,7 @@ def test_a_nan_score_in_a_settled_tile_makes_its_row_nan():
 
 
 def test_small_tiles_take_the_exact_path_only(monkeypatch):
-    monkeypatch.setattr(eff, "_FAST_PATH_MIN_SCORES", 2 * 8 * 8 + 1)  # one score more than a tile
+    monkeypatch.setattr(tiled, "_FAST_PATH_MIN_SCORES", 2 * 8 * 8 + 1)  # one score more than a tile
     calls = _count_paths(monkeypatch)
     q, k, v = _qkv(8, 32)
     eff.tiled_attention(q, k, v, block_q=8, block_k=8)

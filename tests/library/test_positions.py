@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from attnlib import scaled_dot_product_attention
-from attnlib.positions import LearnedPositions, alibi_bias, alibi_slopes, apply_rope, sinusoidal_encoding
+from attnlib.positions import (
+    LearnedPositions,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_angles,
+    sinusoidal_encoding,
+)
 
 
 def test_sinusoidal_matches_the_formula_entry_by_entry():
@@ -126,12 +133,18 @@ def test_learned_positions_adds_the_table_and_refuses_too_long():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: sinusoidal_encoding(-1, 4), ValueError, "n_positions"),
-        (lambda: sinusoidal_encoding(3.0, 4), TypeError, "n_positions"),
-        (lambda: sinusoidal_encoding(3, 4, base=1.0), ValueError, "base"),
-        (lambda: alibi_bias(0, 2, 2), ValueError, "num_heads"),
-        (lambda: alibi_bias(2, 2, 2, causal="yes"), TypeError, "causal"),
-        (lambda: LearnedPositions(0, 4), ValueError, "max_len"),
+        (lambda: sinusoidal_encoding(-1, 4), ValueError, "sinusoidal_encoding: n_positions must be a non"),
+        # a number of the wrong kind is a ValueError, a non-number a TypeError: the rule of _validate
+        (lambda: sinusoidal_encoding(3.0, 4), ValueError, "sinusoidal_encoding: n_positions .* got 3.0"),
+        (lambda: sinusoidal_encoding("3", 4), TypeError, "sinusoidal_encoding: n_positions .* got str"),
+        (lambda: sinusoidal_encoding(3, 4, base=1.0), ValueError, "sinusoidal_encoding: base must be > 1"),
+        (lambda: sinusoidal_encoding(3, 4, base="e"), TypeError, "sinusoidal_encoding: base must be a real"),
+        (lambda: alibi_bias(0, 2, 2), ValueError, "alibi_bias: num_heads must be a positive integer, got 0"),
+        (lambda: alibi_bias(2, 2, 2, causal="yes"), TypeError, "alibi_bias: causal must be a bool"),
+        (lambda: LearnedPositions(0, 4), ValueError, "LearnedPositions: max_len must be a positive integer"),
+        (lambda: rope_angles([0, 1], 4), TypeError, "rope_angles: positions must be a torch.Tensor"),
+        (lambda: rope_angles(torch.arange(2), 3), ValueError, "rope_angles: dim must be even"),
+        (lambda: apply_rope(torch.zeros(2, 4), base=0.5), ValueError, "apply_rope: base must be > 1"),
     ],
 )
 def test_bad_arguments_are_named(call, error, match):
