@@ -49,3 +49,58 @@ def test_training_is_repeatable_and_learns_with_positions(one_thread):
 def test_unknown_encoding_is_refused():
     with pytest.raises(ValueError, match="encoding"):
         pm.PositionalCausalModel("relative")
+
+
+def test_order_blind_ceiling_is_exact_on_small_cases():
+    """n = 3 scores only position 2, whose best order-blind guess is right with E[max count of 2] / 2."""
+    assert pm.order_blind_ceiling(3) == pytest.approx((0.1 * 2 + 0.9 * 1) / 2, abs=1e-15)
+    # one symbol: the guess is always right
+    assert pm.order_blind_ceiling(10, n_symbols=1) == pytest.approx(1.0, abs=1e-15)
+    # two symbols, position 2 (draws x_0, x_1) and 3 (x_0..x_2): E[max] = 1.5 and 2.25
+    assert pm.order_blind_ceiling(4, n_symbols=2) == pytest.approx((1.5 / 2 + 2.25 / 3) / 2, abs=1e-15)
+
+
+def test_order_blind_ceiling_matches_a_simulated_guesser():
+    """The most frequent digit among x_0 .. x_{i-1}, ties broken at random, scores the ceiling."""
+    n, strings = 24, 40000
+    x, y = pm.offset_batch(strings, n, torch.Generator().manual_seed(0))
+    hits = []
+    for i in range(pm.OFFSET, n):
+        counts = torch.nn.functional.one_hot(x[:, :i], pm.N_DIGITS).sum(1)  # (strings, 10)
+        modes = counts == counts.max(1, keepdim=True).values  # (strings, 10)
+        hits.append(modes.gather(1, y[:, i, None])[:, 0] / modes.sum(1))  # chance the tie-break is right
+    simulated = torch.stack(hits).mean().item()
+    assert simulated == pytest.approx(pm.order_blind_ceiling(n), abs=0.005)
+
+
+def test_order_blind_ceiling_falls_with_length_and_refuses_bad_input():
+    values = [pm.order_blind_ceiling(n) for n in (3, 8, 16, 32, 64)]
+    assert values == sorted(values, reverse=True)
+    assert 0.1 < values[-1] < 0.3
+    with pytest.raises(ValueError, match="length"):
+        pm.order_blind_ceiling(2)
+    with pytest.raises(TypeError, match="length"):
+        pm.order_blind_ceiling(16.0)
+    with pytest.raises(ValueError, match="n_symbols"):
+        pm.order_blind_ceiling(16, n_symbols=0)
+
+
+def test_experiment_returns_one_accuracy_per_length_and_a_loss_curve(monkeypatch, one_thread):
+    monkeypatch.setattr(pm, "STEPS", 40)
+    metrics = pm.experiment(seed=1)
+    assert metrics["test_lengths"] == list(pm.TEST_LENGTHS)
+    for encoding in pm.ENCODINGS:
+        accs = metrics[f"acc_{encoding}"]
+        assert len(accs) == len(pm.TEST_LENGTHS) and all(0.0 <= a <= 1.0 for a in accs)
+        assert len(metrics[f"loss_{encoding}"]) == 40 // pm.LOSS_WINDOW
+    assert pm.experiment(seed=1) == metrics  # its own generators: the same numbers again
+    with pytest.raises(ValueError, match="seed"):
+        pm.experiment(seed=-1)
+
+
+def test_training_leaves_the_global_random_state_alone(one_thread):
+    torch.manual_seed(123)
+    before = torch.rand(3)
+    torch.manual_seed(123)
+    pm.train_offset("none", steps=2)
+    assert torch.equal(torch.rand(3), before)
