@@ -442,3 +442,134 @@ class TinyStepModel(nn.Module):
         logits[:, EOS] += self.eos_bias
         logits[:, [PAD, BOS]] = float("-inf")  # never predicted
         return logits, h
+
+
+# --------------------------------------------------------------------------- chapter 07's experiment
+# Three models trained on the same batches, then measured; `experiment(seed)` is the whole of it, and
+# attnlib.chapters.spread records its spread over seeds, float paths and thread counts (spreads/ch07.json).
+
+MODEL_NAMES = ("full", "cross only", "GRU (ch. 01)")
+STEPS, BATCH, TRAIN_LENGTHS = 300, 32, (1, 12)
+TEST_LENGTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24)
+
+
+# fmt: off
+def build_model(name, vocab_size):
+    """One of chapter 07's three models, by name (see MODEL_NAMES)."""
+    from attnlib.chapters.seq2seq import Seq2SeqGRU
+
+    if name == "GRU (ch. 01)":  # one context vector, no attention
+        return Seq2SeqGRU(vocab_size, emb_dim=32, hidden_dim=64)
+    if name not in MODEL_NAMES:
+        raise ValueError(f"build_model: name must be one of {MODEL_NAMES}")
+    return CrossAttentionSeq2Seq(
+        vocab_size, d_model=32, num_heads=2, position_shift=24,
+        self_attention=(name == "full"),
+    )
+
+
+def train_models(seed=0, steps=STEPS):
+    """Train the three models from `seed` on the same batches.
+
+    Every model starts from weights drawn after torch.manual_seed(seed)
+    and sees the same `steps` batches of BATCH pairs of 1-12 digits
+    (chapter 01's train_seq2seq, Adam, learning rate 3e-3). The global
+    random state is left as it was.
+
+    Returns
+    -------
+    (trained, losses): dicts keyed by MODEL_NAMES, the trained models
+    and the loss of every step.
+    """
+    from attnlib.chapters.seq2seq import train_seq2seq
+
+    def make_batch(generator):
+        return digits_to_words_batch(BATCH, TRAIN_LENGTHS, generator)
+
+    trained, losses = {}, {}
+    for name in MODEL_NAMES:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)  # initial weights; position offsets
+            model = build_model(name, len(digits_vocab()))
+            losses[name] = train_seq2seq(model, make_batch, steps,
+                                         lr=3e-3, seed=seed)
+        trained[name] = model
+    return trained, losses
+
+
+def diagonal_share(weights):
+    """Share of target rows whose largest weight is on the aligned token.
+
+    weights (B, T, S): target word i is aligned with source token i.
+    """
+    T = weights.shape[1]
+    aligned = weights.argmax(dim=-1) == torch.arange(T)  # (B, T)
+    return aligned.float().mean().item()
+# fmt: on
+
+
+def held_out_generator(seed: int, offset: int) -> torch.Generator:
+    """The generator of one test set: seeded 100000 * seed + offset (offset alone for seed 0)."""
+    return torch.Generator().manual_seed(100_000 * seed + offset)
+
+
+@torch.no_grad()
+def measure(trained: dict, losses: dict, seed: int = 0) -> dict:
+    """The numbers chapter 07 states about one run (see `experiment`).
+
+    Parameters
+    ----------
+    trained, losses : dict
+        As returned by `train_models`.
+    seed : int
+        Chooses the test sets (the chapter's are those of seed 0).
+
+    Returns
+    -------
+    dict
+        Per model (key "full", "cross" or "gru"): ``params_*``, ``loss_start_*`` and ``loss_*``
+        (mean loss of the first 10 and of the last 20 steps),
+        ``acc_*`` (greedy exact-sequence accuracy at each of TEST_LENGTHS, 100 numbers each),
+        ``greedy6_*`` and ``forced6_*`` (6 digits, greedy and with gold inputs); for the two
+        Transformer models ``diag_*_10`` and ``diag_*_18`` (teacher-forced rows whose largest
+        cross-attention weight is on the aligned token, 100 numbers); for the full model's two
+        drawn examples (10 and 18 digits, greedy) ``example10_*`` and ``example18_*`` (exact, and
+        the share of rows whose largest weight is on the aligned token).
+    """
+    from attnlib.chapters.seq2seq import exact_match, sequence_accuracy, shift_right
+
+    keys = dict(zip(MODEL_NAMES, ("full", "cross", "gru"), strict=True))
+    out = {}
+    for name, model in trained.items():
+        key = keys[name]
+        model.eval()
+        out[f"params_{key}"] = sum(p.numel() for p in model.parameters())
+        out[f"loss_start_{key}"] = float(sum(losses[name][:10]) / 10)
+        out[f"loss_{key}"] = float(sum(losses[name][-20:]) / 20)
+        accs = []
+        for length in TEST_LENGTHS:
+            src, tgt = digits_to_words_batch(100, length, held_out_generator(seed, 1000 + length))
+            accs.append(sequence_accuracy(model, src, tgt))
+        out[f"acc_{key}"] = accs
+        src, tgt = digits_to_words_batch(100, 6, held_out_generator(seed, 1006))
+        forced = model(src, shift_right(tgt)).argmax(dim=-1)  # gold inputs
+        out[f"forced6_{key}"] = exact_match(forced, tgt).float().mean().item()
+        out[f"greedy6_{key}"] = sequence_accuracy(model, src, tgt)
+        if key != "gru":
+            for length in (10, 18):
+                src, tgt = digits_to_words_batch(100, length, held_out_generator(seed, 500 + length))
+                _, w = model.forward_with_attention(src, shift_right(tgt))  # (B, T, S)
+                out[f"diag_{key}_{length}"] = diagonal_share(w)
+    full = trained["full"]
+    for length, offset in ((10, 7), (18, 3)):
+        src, tgt = digits_to_words_batch(1, length, held_out_generator(seed, offset))
+        pred, w = full.greedy_decode_with_attention(src, tgt.shape[1])  # (1, T), (1, T, S)
+        out[f"example{length}_exact"] = float(exact_match(pred, tgt)[0])
+        out[f"example{length}_diag"] = diagonal_share(w)
+    return out
+
+
+def experiment(seed: int = 0) -> dict:
+    """Chapter 07's experiment for one seed: train the three models, then `measure` them."""
+    trained, losses = train_models(seed)
+    return measure(trained, losses, seed)

@@ -6,7 +6,10 @@ at position 0. Each answer needs a different source position, so two heads can
 split the work: one looks one step back, the other at the start.
 
 Chapter 06 displays the source of all three functions, so their lines stay
-within the page's 80 characters.
+within the page's 80 characters. `experiment(seed)` is the chapter's whole
+experiment (a two-head and a one-head model, trained and measured); its spread
+over seeds, float paths and thread counts is recorded by
+`attnlib.chapters.spread` in spreads/ch06.json.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from attnlib.modules import MultiHeadAttention
 
 __all__ = [
     "FirstAndPrevious",
+    "evaluate",
+    "experiment",
     "first_and_previous_batch",
+    "head_roles",
+    "summarise",
+    "held_out_batch",
     "train_first_and_previous",
 ]
 
@@ -109,14 +117,16 @@ def train_first_and_previous(
     """Train a `FirstAndPrevious` with Adam on fresh random batches.
 
     The loss is the sum of the two cross entropies; position 0 is left out
-    of the "previous" loss. Deterministic on CPU for a given seed.
+    of the "previous" loss. The initial weights and the batches come from
+    `seed` alone (the global random state is left as it was).
 
     Returns
     -------
     (model, losses): the trained model and the loss of every step.
     """
-    torch.manual_seed(seed)
-    model = FirstAndPrevious(vocab_size, seq_len, embed_dim, num_heads)
+    with torch.random.fork_rng(devices=[]):  # leave the global stream alone
+        torch.manual_seed(seed)
+        model = FirstAndPrevious(vocab_size, seq_len, embed_dim, num_heads)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     cross_entropy = nn.CrossEntropyLoss()
@@ -135,3 +145,101 @@ def train_first_and_previous(
         optimizer.step()
         losses.append(loss.item())
     return model, losses
+
+
+# --------------------------------------------------------------------------
+# The chapter's experiment, measured the same way for every seed.
+
+TEST_SIZE = 2000
+
+
+def held_out_batch(seed: int = 0, vocab_size: int = 8, seq_len: int = 8):
+    """The held-out sequences of run `seed`: (tokens, previous, first).
+
+    Each is long (TEST_SIZE, seq_len), from a generator seeded 1234 + seed.
+    """
+    generator = torch.Generator().manual_seed(1234 + seed)
+    return first_and_previous_batch(TEST_SIZE, seq_len, vocab_size, generator)
+
+
+@torch.no_grad()
+def evaluate(model: FirstAndPrevious, tokens, previous, first):
+    """Held-out accuracies (positions t >= 1) and the attention weights.
+
+    Returns
+    -------
+    (acc_previous, acc_first, weights): two floats and weights
+    (N, h, n, n).
+    """
+    prev_logits, first_logits, w = model(tokens, need_weights=True)
+    right_prev = prev_logits[:, 1:].argmax(-1) == previous[:, 1:]
+    right_first = first_logits[:, 1:].argmax(-1) == first[:, 1:]
+    acc_prev = right_prev.float().mean().item()
+    acc_first = right_first.float().mean().item()
+    return acc_prev, acc_first, w
+
+
+def head_roles(weights: torch.Tensor) -> tuple[list, list]:
+    """Mean weight of each head on the first and on the previous token.
+
+    Only the queries t >= 2 count (there, position 0 and position t - 1
+    differ).
+
+    Parameters
+    ----------
+    weights : (N, h, n, n) attention weights.
+
+    Returns
+    -------
+    (on_first, on_previous): two lists of h floats.
+    """
+    if weights.dim() != 4 or weights.shape[-1] < 3:
+        raise ValueError(f"head_roles: weights must be (N, h, n, n) with n >= 3, got {tuple(weights.shape)}")
+    t = torch.arange(2, weights.shape[-1])
+    on_first = weights[:, :, 2:, 0].mean(dim=(0, 2))  # (h,)
+    on_previous = weights[:, :, t, t - 1].mean(dim=(0, 2))  # (h,)
+    return on_first.tolist(), on_previous.tolist()
+
+
+def _first_below(losses, level=0.1):
+    """First step whose loss is below `level` (len(losses) if none)."""
+    return next((i for i, v in enumerate(losses) if v < level), len(losses))
+
+
+def summarise(two_heads, one_head, losses_2, losses_1, seed: int = 0):
+    """The numbers chapter 06 states, for one run (see `experiment`)."""
+    tokens, previous, first = held_out_batch(seed)
+    acc_prev_2, acc_first_2, w2 = evaluate(two_heads, tokens, previous, first)
+    acc_prev_1, acc_first_1, w1 = evaluate(one_head, tokens, previous, first)
+    first_2, prev_2 = head_roles(w2)
+    first_1, prev_1 = head_roles(w1)
+    # the role each head of the two-head model gives most weight to
+    roles = [0 if first_2[h] > prev_2[h] else 1 for h in range(2)]
+    return {
+        "acc_prev_2": acc_prev_2,
+        "acc_first_2": acc_first_2,
+        "acc_prev_1": acc_prev_1,
+        "acc_first_1": acc_first_1,
+        "on_first_2": first_2,
+        "on_previous_2": prev_2,
+        "specialised_min": min(max(first_2[h], prev_2[h]) for h in range(2)),
+        "roles_differ": float(roles[0] != roles[1]),
+        "on_first_1": first_1[0],
+        "on_previous_1": prev_1[0],
+        "step_below_2": _first_below(losses_2),
+        "step_below_1": _first_below(losses_1),
+        "end_loss_2": sum(losses_2[-20:]) / 20,
+        "end_loss_1": sum(losses_1[-20:]) / 20,
+    }
+
+
+def experiment(seed: int = 0, steps: int = 300) -> dict:
+    """Chapter 06's experiment for one seed: a dict of numbers.
+
+    Trains a two-head and a one-head `FirstAndPrevious` (width 32) for
+    `steps` steps from `seed` and measures them on `held_out_batch(seed)`
+    (keys as in `summarise`).
+    """
+    two_heads, losses_2 = train_first_and_previous(2, steps, seed=seed)
+    one_head, losses_1 = train_first_and_previous(1, steps, seed=seed)
+    return summarise(two_heads, one_head, losses_2, losses_1, seed)

@@ -161,3 +161,66 @@ def retrieval_trial(
     rows = np.arange(num_queries)
     accuracy = float(np.mean(weights.argmax(axis=-1) == target))
     return accuracy, float(weights[rows, target].mean())
+
+
+# --------------------------------------------------------------------------
+# Chapter 03's retrieval sweeps, as one experiment per seed (its spread over
+# seeds is recorded by attnlib.chapters.spread in spreads/ch03.json).
+
+NOISE_LEVELS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+STORE_SIZES = (8, 64, 512)
+SWAP_COUNTS = (0, 1, 2, 4, 8, 16)
+SWAP_DIMS = (8, 16, 64)
+NORM_NOISE = (0.0, 0.5, 1.0)
+
+
+def _rng(seed: int, *keys: int) -> np.random.Generator:
+    """A generator for one part of the sweep, seeded by (seed, *keys)."""
+    return np.random.default_rng((seed, *keys))
+
+
+def experiment(seed: int = 0, dim: int = 16, num_queries: int = 400) -> dict:
+    """Chapter 03's retrieval sweeps for one seed: a dict of numbers/lists.
+
+    Keys (lists follow NOISE_LEVELS, SWAP_COUNTS or NORM_NOISE):
+
+    * ``acc_{score}_{S}``, ``weight_{score}_{S}``: accuracy and mean weight
+      on the right key against query noise, permutation keys of size
+      `dim`, S in STORE_SIZES, every score in SCORE_FUNCTIONS;
+    * ``dot64_min``, ``dot64_max``: the dot scores between the 64 stored
+      keys;
+    * ``swaps_{d}``: accuracy against the number of swaps (no noise), 64
+      keys of size d in SWAP_DIMS, scaled dot scores;
+    * ``norm_{score}_{S}``: accuracy at NORM_NOISE for Gaussian keys whose
+      norms are scaled by factors drawn from [0.25, 2].
+    """
+    out = {}
+    for S in STORE_SIZES:
+        store = permutation_keys(S, dim, _rng(seed, 1, S))
+        for score in SCORE_FUNCTIONS:
+            accs, weights = [], []
+            for noise in NOISE_LEVELS:
+                acc, w = retrieval_trial(store, noise, 0, score, num_queries, _rng(seed, 2, S))
+                accs.append(acc)
+                weights.append(w)
+            out[f"acc_{score}_{S}"] = accs
+            out[f"weight_{score}_{S}"] = weights
+        if S == 64:
+            dots = store @ store.T  # (64, 64)
+            out["dot64_min"] = float(dots.min())
+            out["dot64_max"] = float(dots.max())
+    for d in SWAP_DIMS:
+        store = permutation_keys(64, d, _rng(seed, 3, d))
+        out[f"swaps_{d}"] = [
+            retrieval_trial(store, 0.0, s, "scaled_dot", num_queries, _rng(seed, 4, d))[0]
+            for s in SWAP_COUNTS
+        ]
+    for S in STORE_SIZES:
+        gen = _rng(seed, 5, S)
+        norms = gen.uniform(0.25, 2.0, size=(S, 1))  # (S, 1)
+        store = gen.standard_normal((S, dim)) * norms  # (S, dim)
+        for score in SCORE_FUNCTIONS:
+            out[f"norm_{score}_{S}"] = [
+                retrieval_trial(store, n, 0, score, num_queries, _rng(seed, 6, S))[0] for n in NORM_NOISE
+            ]
+    return out

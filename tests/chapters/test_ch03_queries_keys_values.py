@@ -173,3 +173,16 @@ def test_the_source_chapter_03_displays_fits_the_page():
     for part in parts:
         widths = [len(line) for line in inspect.getsource(part).splitlines()]
         assert max(widths) <= 80, (part.__name__, max(widths))
+
+
+def test_retrieval_experiment_rescaled_scores_keep_the_accuracy():
+    """Chapter 03's sweeps: dot, scaled dot and cosine rank permutation keys alike (equal norms)."""
+    from attnlib.chapters import retrieval
+
+    m = retrieval.experiment(seed=1, num_queries=50)
+    for S in retrieval.STORE_SIZES:
+        accs = [m[f"acc_{s}_{S}"] for s in retrieval.SCORE_FUNCTIONS]
+        assert accs[0] == accs[1] == accs[2]
+        assert len(accs[0]) == len(retrieval.NOISE_LEVELS) and accs[0][0] == 1.0
+    assert all(m[f"norm_cosine_{S}"][0] == 1.0 for S in retrieval.STORE_SIZES)
+    assert m == retrieval.experiment(seed=1, num_queries=50)  # its own seeded generators

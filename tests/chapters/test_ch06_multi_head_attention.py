@@ -101,3 +101,26 @@ def test_the_source_chapter_06_displays_fits_the_page():
     for part in (fp.first_and_previous_batch, fp.FirstAndPrevious, fp.train_first_and_previous):
         widths = [len(line) for line in inspect.getsource(part).splitlines()]
         assert max(widths) <= 80, (part.__name__, max(widths))
+
+
+def test_head_roles_reads_the_first_and_the_previous_token():
+    """head_roles averages, over queries t >= 2, the weight on key 0 and on key t - 1."""
+    from attnlib.chapters.first_and_previous import head_roles
+
+    n = 5
+    w = torch.zeros(3, 2, n, n)
+    w[:, 0, :, 0] = 1.0  # head 0: the first token
+    t = torch.arange(1, n)
+    w[:, 1, t, t - 1] = 1.0  # head 1: the previous token
+    on_first, on_previous = head_roles(w)
+    assert on_first == [1.0, 0.0] and on_previous == [0.0, 1.0]
+    with pytest.raises(ValueError, match=r"head_roles: weights must be \(N, h, n, n\)"):
+        head_roles(torch.zeros(2, 5, 5))
+
+
+def test_training_leaves_the_global_random_state_alone(one_thread):
+    """The chapter's experiment draws from its own seeded streams: rerunning a cell is safe."""
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    train_first_and_previous(num_heads=1, steps=2, seed=0)
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -221,3 +221,29 @@ def test_sources_the_chapters_print_fit_the_page():
     for obj in shown:
         long = [line for line in inspect.getsource(obj).splitlines() if len(line) > 80]
         assert not long, f"{obj.__name__}: {long}"
+
+
+def test_diagonal_share_counts_rows_whose_largest_weight_is_aligned():
+    from attnlib.chapters.cross_attention import diagonal_share
+
+    w = torch.eye(4)[None].repeat(2, 1, 1)  # (2, 4, 4): every row aligned
+    assert diagonal_share(w) == 1.0
+    w[1] = torch.eye(4).flip(-1)  # sentence 2: anti-diagonal, 0 of 4 rows aligned
+    assert diagonal_share(w) == 0.5
+
+
+def test_build_model_names_and_held_out_generators():
+    from attnlib.chapters.cross_attention import MODEL_NAMES, build_model, held_out_generator
+
+    assert [type(build_model(n, 23)).__name__ for n in MODEL_NAMES] == [
+        "CrossAttentionSeq2Seq",
+        "CrossAttentionSeq2Seq",
+        "Seq2SeqGRU",
+    ]
+    assert build_model("full", 23).decoder.self_attn is not None
+    assert build_model("cross only", 23).decoder.self_attn is None
+    with pytest.raises(ValueError, match="build_model: name must be one of"):
+        build_model("lstm", 23)
+    # seed 0's test sets are the ones the chapter drew before the experiment moved here
+    a = torch.randint(0, 10, (5,), generator=held_out_generator(0, 1006))
+    assert torch.equal(a, torch.randint(0, 10, (5,), generator=torch.Generator().manual_seed(1006)))
