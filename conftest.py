@@ -6,6 +6,15 @@
 * ``exercises/*.ipynb`` and ``book/*.ipynb`` are stored without outputs: they
   must run from top to bottom without an error (nbval's lax mode).
 
+A second float path (issue 23): every ``book/`` and ``solutions/`` notebook is
+collected twice. The second copy's cells end in ``[default-1thread]``: their
+kernel starts with ``ATEN_CPU_CAPABILITY=default`` (PyTorch's portable kernels,
+which every x86-64 machine has, instead of this CPU's AVX2 or AVX-512 ones) and
+one thread (``OMP_NUM_THREADS=1``, ``MKL_NUM_THREADS=1``), and the solutions'
+stored outputs must match there too. So a chapter's asserts and a solution's
+printed digits hold on two float paths in every CI run. ``--native-only`` skips
+the second copy (``-k "not default-1thread"`` does the same).
+
 Plain ``pytest`` does this without ``--nbval``; pass ``--no-notebooks`` to skip them.
 
 Markers by room (see CONTRIBUTING.md): notebooks, the book build and everything
@@ -13,20 +22,74 @@ under ``tests/grader/`` are ``slow``; the grader's tests are also ``grader``.
 ``bash tools/test.sh -m "not slow"`` is the contributor's quick loop.
 """
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from nbval.plugin import IPyNbFile
 
 STRICT = {"solutions"}
 LAX = {"exercises", "book"}
+# The notebooks that run a second time on another float path, and that path.
+SECOND_PATH_FOLDERS = {"book", "solutions"}
+SECOND_PATH = "default-1thread"
+SECOND_PATH_ENV = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def pytest_addoption(parser):
     parser.addoption("--no-notebooks", action="store_true", help="do not run the course notebooks")
+    parser.addoption(
+        "--native-only",
+        action="store_true",
+        help=f"run the notebooks on this CPU's float path only (no [{SECOND_PATH}] copy)",
+    )
 
 
-def pytest_collect_file(file_path: Path, parent):
-    config = parent.config
+def pytest_configure(config):
+    config.pluginmanager.register(SecondFloatPath(), "course-second-float-path")
+    config.addinivalue_line(
+        "markers",
+        f"float_path: a notebook run again with {SECOND_PATH_ENV} (the [{SECOND_PATH}] copies)",
+    )
+
+
+@contextmanager
+def environment(overrides: dict[str, str]):
+    """Set ``overrides`` in os.environ for the block, then restore it exactly."""
+    saved = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class OtherFloatPathNotebook(IPyNbFile):
+    """A notebook whose kernel starts with ``SECOND_PATH_ENV``; its cells' ids end in ``[default-1thread]``.
+
+    nbval starts the kernel in ``setup()`` and jupyter_client gives it a copy of
+    ``os.environ``, so the variables are set around that call only: the test
+    process itself (and the other notebooks' kernels) keep the native path.
+    """
+
+    def setup(self):
+        with environment(SECOND_PATH_ENV):
+            super().setup()
+
+    def collect(self):
+        for item in super().collect():
+            item.name = f"{item.name}[{SECOND_PATH}]"
+            item._id = self.id.child(item.name)  # pytest's id of a child, from the new name
+            yield item
+
+
+def notebook_folder(file_path: Path, config) -> str | None:
+    """``book``, ``solutions`` or ``exercises`` for a notebook nbval should run here, else None."""
     if file_path.suffix != ".ipynb" or config.getoption("--no-notebooks"):
         return None
     if config.option.nbval or config.option.nbval_lax:
@@ -35,21 +98,40 @@ def pytest_collect_file(file_path: Path, parent):
         top = file_path.relative_to(config.rootpath).parts[0]
     except ValueError:
         return None
-    if top not in STRICT | LAX:
+    return top if top in STRICT | LAX else None
+
+
+def pytest_collect_file(file_path: Path, parent):
+    top = notebook_folder(file_path, parent.config)
+    if top is None:
         return None
     collector = IPyNbFile.from_parent(parent, path=file_path)
     collector.compare_outputs = top in STRICT
     return collector
 
 
-def pytest_collection_modifyitems(config, items):
-    import pytest
+class SecondFloatPath:
+    """A second ``pytest_collect_file``: a hook returns one collector per implementation."""
 
+    @staticmethod
+    @pytest.hookimpl(trylast=True)  # after the native copy
+    def pytest_collect_file(file_path: Path, parent):
+        top = notebook_folder(file_path, parent.config)
+        if top not in SECOND_PATH_FOLDERS or parent.config.getoption("--native-only"):
+            return None
+        collector = OtherFloatPathNotebook.from_parent(parent, path=file_path)
+        collector.compare_outputs = top in STRICT
+        return collector
+
+
+def pytest_collection_modifyitems(config, items):
     grader_dir = config.rootpath / "tests" / "grader"
     for item in items:
         path = Path(str(item.path))
         if path.suffix == ".ipynb" or item.get_closest_marker("book"):
             item.add_marker(pytest.mark.slow)
+        if isinstance(item.parent, OtherFloatPathNotebook):
+            item.add_marker(pytest.mark.float_path)
         if grader_dir in path.parents:
             item.add_marker(pytest.mark.grader)
             item.add_marker(pytest.mark.slow)
