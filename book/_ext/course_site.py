@@ -13,8 +13,12 @@
   search button shows "Search Ctrl+K" but is named "Search" (a label that does
   not contain the visible text), and the bibliography is a ``role="list"`` whose
   children carry the deprecated ``role="doc-biblioentry"`` instead of
-  ``listitem`` (a critical violation on the references page). Both are fixed in
-  the written pages, once the build has finished.
+  ``listitem`` (a critical violation on the references page); myst-nb's collapsed
+  code cells (``hide-input``) are ``<summary aria-label="Toggle hidden content">``
+  around the visible "Show code cell source", a name that does not contain the
+  visible text (axe-core 4.14's ``label-content-name-mismatch``): the summary keeps
+  its visible text as its name. All are fixed in the written pages, once the build
+  has finished.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from sphinx.application import Sphinx
 ACCESSIBILITY_FIXES = (
     ('title="Search" aria-label="Search"', 'title="Search (Ctrl+K)" aria-label="Search Ctrl+K"'),
     ('role="doc-biblioentry"', 'role="listitem"'),
+    ('<summary aria-label="Toggle hidden content">', "<summary>"),
 )
 
 

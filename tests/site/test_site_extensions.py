@@ -224,3 +224,16 @@ def test_without_fonttools_only_the_script_goes(tmp_path, monkeypatch):
     report = course_icons.slim_site(out)
     assert report["pages"] == 2 and not report["cut"]
     assert ".woff2" in (out / course_icons.THEME_CSS).read_text(encoding="utf-8")
+
+
+def test_accessibility_fixes_name_collapsed_cells_by_their_visible_text():
+    """axe-core 4.14's label-content-name-mismatch: a summary named other than what it shows."""
+    page = (
+        '<summary aria-label="Toggle hidden content">\n<p class="collapsed admonition-title">'
+        "Show code cell source</p></summary>"
+        '<li role="doc-biblioentry">x</li>'
+    )
+    fixed = course_site.fix_accessibility(page)
+    assert "<summary>\n" in fixed and "Toggle hidden content" not in fixed
+    assert 'role="listitem"' in fixed and "doc-biblioentry" not in fixed
+    assert course_site.fix_accessibility(fixed) == fixed
