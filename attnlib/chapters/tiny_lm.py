@@ -298,12 +298,17 @@ def induction_ambiguity(tokens: torch.Tensor) -> tuple[int, int]:
 
 
 def greedy_copies(model: TinyDecoderLM, tokens: torch.Tensor) -> list[tuple[str, str]]:
-    """Greedy continuation of ``<bos> w |`` for every sentence: ``(expected, generated)`` strings."""
-    out = []
-    for row, n in zip(tokens, word_lengths(tokens).tolist(), strict=True):
-        prompt = row[None, : n + 2]  # <bos> w |
-        generated = generate(model, prompt, n + 1)
-        out.append((decode_tokens(row[: 2 * n + 3]), decode_tokens(generated[0])))
+    """Greedy continuation of ``<bos> w |`` for every sentence: ``(expected, generated)`` strings.
+
+    The prompts of one word length are decoded together, as one batch.
+    """
+    n = word_lengths(tokens)  # (B,)
+    out: list = [None] * tokens.shape[0]
+    for k in sorted(set(n.tolist())):
+        rows = (n == k).nonzero().flatten()
+        generated = generate(model, tokens[rows, : k + 2], k + 1)  # <bos> w | -> + k + 1
+        for i, row in zip(rows.tolist(), generated, strict=True):
+            out[i] = (decode_tokens(tokens[i, : 2 * k + 3]), decode_tokens(row))
     return out
 
 
@@ -341,15 +346,19 @@ def off_track(model: TinyDecoderLM, tokens: torch.Tensor) -> tuple[int, int, int
     gives ``w[j+1]`` again. Returns ``(content, position, other)``, the counts
     of the model's greedy next token.
     """
-    counts = [0, 0, 0]
+    prompts: dict = {}  # prompt length -> [(prompt, reads on, next position)]
     for row, n in zip(tokens.tolist(), word_lengths(tokens).tolist(), strict=True):
         word = row[1 : n + 1]
         if n < 4 or len(set(word)) < n:
             continue
         for j in range(1, n - 2):
-            prompt = torch.tensor([row[: n + 2] + word[:j] + [word[j + 1]]])
-            guess = model(prompt)[0, -1].argmax().item()
-            counts[0 if guess == word[j + 2] else 1 if guess == word[j + 1] else 2] += 1
+            prompt = row[: n + 2] + word[:j] + [word[j + 1]]
+            prompts.setdefault(len(prompt), []).append((prompt, word[j + 2], word[j + 1]))
+    counts = [0, 0, 0]
+    for batch in prompts.values():
+        guesses = model(torch.tensor([p for p, _, _ in batch]))[:, -1].argmax(-1).tolist()
+        for guess, (_, content, position) in zip(guesses, batch, strict=True):
+            counts[0 if guess == content else 1 if guess == position else 2] += 1
     return tuple(counts)
 
 
