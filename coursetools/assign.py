@@ -10,6 +10,12 @@ copies it to ``exercises/NN-slug.ipynb`` with each answer region::
 replaced by a stub that raises ``NotImplementedError`` (at the same
 indentation), and with every output and execution count cleared.
 
+A written question graded by hand is a markdown answer cell with metadata
+``{"attnlib": {"manual": "q-NN-k", "points": P}}`` whose model answer sits between
+the same markers; the exercise notebook gets ``YOUR ANSWER HERE`` in its place
+(:mod:`coursetools.grade.manual` collects the learners' answers). A markdown cell
+with an answer region and no such metadata is refused: its answer would be handed out.
+
 Usage::
 
     python -m coursetools.assign             # every solutions/*.ipynb
@@ -30,7 +36,9 @@ import nbformat
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 STUB_COMMENT = "# YOUR CODE HERE"
+ANSWER_STUB = "YOUR ANSWER HERE"
 EXERCISE_ID = re.compile(r"^ex-\d{2}-\d+$")
+QUESTION_ID = re.compile(r"^q-\d{2}-\d+$")
 # Metadata that nbclient and editors add and that must not leak into the exercises.
 _DROP_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
 
@@ -70,6 +78,49 @@ def strip_solution(source: str, exercise_id: str, where: str) -> str:
     return "\n".join(out)
 
 
+def strip_written_answer(source: str, where: str) -> str:
+    """Replace each BEGIN/END SOLUTION region of a markdown answer cell with ``YOUR ANSWER HERE``."""
+    out: list[str] = []
+    inside = False
+    for lineno, line in enumerate(source.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if inside:
+                raise AssignError(f"{where}, line {lineno}: nested {BEGIN}")
+            inside = True
+            out.append(ANSWER_STUB)
+        elif stripped == END:
+            if not inside:
+                raise AssignError(f"{where}, line {lineno}: {END} without {BEGIN}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise AssignError(f"{where}: {BEGIN} is never closed by {END}")
+    return "\n".join(out)
+
+
+def _written_question(cell, where: str, seen: set[str]) -> None:
+    """Check and hand out a markdown cell: a written question's answer cell loses its answer."""
+    meta = exercise_meta(cell)
+    has_region = BEGIN in cell.source or END in cell.source
+    q_id = meta.get("manual")
+    if q_id is None:
+        if has_region:
+            raise AssignError(f"{where}: answer region in a markdown cell without metadata attnlib.manual")
+        return
+    if not QUESTION_ID.match(str(q_id)):
+        raise AssignError(f"{where}: written question id {q_id!r} is not of the form 'q-NN-k'")
+    if q_id in seen:
+        raise AssignError(f"{where}: written question id {q_id!r} is used twice")
+    if not isinstance(meta.get("points"), int | float) or meta["points"] <= 0:
+        raise AssignError(f"{where}: written question {q_id!r} needs positive metadata attnlib.points")
+    if not has_region:
+        raise AssignError(f"{where}: written question {q_id!r} has no {BEGIN} region (its model answer)")
+    seen.add(q_id)
+    cell.source = strip_written_answer(cell.source, where)
+
+
 def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
     """Return the exercise version of a solution notebook (the input is not modified).
 
@@ -78,10 +129,14 @@ def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nb
     """
     nb = copy.deepcopy(solution)
     seen: set[str] = set()
+    questions: set[str] = set()
     for index, cell in enumerate(nb.cells):
         where = f"{name}, cell {index}"
         for key in _DROP_CELL_METADATA:
             cell.metadata.pop(key, None)
+        if cell.cell_type == "markdown":
+            _written_question(cell, where, questions)
+            continue
         if cell.cell_type != "code":
             continue
         cell.outputs = []
@@ -115,6 +170,16 @@ def exercise_ids(nb: nbformat.NotebookNode) -> dict[str, float]:
         meta = exercise_meta(cell)
         if cell.cell_type == "code" and "exercise" in meta:
             found[meta["exercise"]] = meta.get("points", 0)
+    return found
+
+
+def written_questions(nb: nbformat.NotebookNode) -> dict[str, float]:
+    """The written questions graded by hand, ``{id: points}``, in notebook order."""
+    found: dict[str, float] = {}
+    for cell in nb.cells:
+        meta = exercise_meta(cell)
+        if cell.cell_type == "markdown" and "manual" in meta:
+            found[meta["manual"]] = meta.get("points", 0)
     return found
 
 

@@ -39,6 +39,7 @@ FIELDS = ("student", "points", "comment")
 ANON_FIELDS = ("answer", "points", "comment")
 QUESTION_ID = re.compile(r"^q-\d{2}-\d+$")
 MAX_ANSWER = 20_000
+STUB = "YOUR ANSWER HERE"  # coursetools.assign.ANSWER_STUB
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,8 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
                 (entered[a] for a, s in old_keys.items() if s == student and a in entered), None
             )
             text = found.get(question, "").strip()
+            if text.replace(STUB, "").strip() == "":
+                text = ""  # the handed-out stub, untouched
             page += [f"## {label}", "", md_block(text) if text else "*(no answer)*", ""]
             writer.writerow(
                 [

@@ -1,0 +1,183 @@
+"""Written answers graded by hand (issue 27, item 3): handed out without the model answer,
+collected into one review page and score sheet per question (anonymised on request),
+scored by the instructor and merged into every output through the one source of truth."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from coursetools import assign
+from coursetools.grade import manual
+from coursetools.grade.publish import publish
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
+import fake_class  # noqa: E402
+
+QUESTION = "q-00-1"
+MODEL = "Not in principle: 64 real numbers hold 53 bits many times over."
+
+
+def _solution() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("Is the context too small to hold 53 bits?"),
+        nbformat.v4.new_markdown_cell(
+            f"Your answer:\n\n### BEGIN SOLUTION\n{MODEL}\n### END SOLUTION",
+            metadata={"attnlib": {"manual": QUESTION, "points": 2}},
+        ),
+    ]
+    return nb
+
+
+def test_the_exercise_notebook_hands_out_the_question_without_its_answer():
+    exercise = assign.make_exercise(_solution(), "00-test.ipynb")
+    cell = exercise.cells[1]
+    assert cell.source == "Your answer:\n\nYOUR ANSWER HERE" and MODEL not in nbformat.writes(exercise)
+    assert cell.metadata["attnlib"] == {"manual": QUESTION, "points": 2}
+    assert assign.written_questions(exercise) == {QUESTION: 2} == manual.questions(exercise)
+
+
+@pytest.mark.parametrize(
+    "metadata,source,error",
+    [
+        ({}, f"### BEGIN SOLUTION\n{MODEL}\n### END SOLUTION", "without metadata attnlib.manual"),
+        (
+            {"attnlib": {"manual": "question-1", "points": 1}},
+            "### BEGIN SOLUTION\nx\n### END SOLUTION",
+            "q-NN-k",
+        ),
+        (
+            {"attnlib": {"manual": QUESTION, "points": 0}},
+            "### BEGIN SOLUTION\nx\n### END SOLUTION",
+            "positive",
+        ),
+        ({"attnlib": {"manual": QUESTION, "points": 1}}, "no region", "no ### BEGIN SOLUTION region"),
+        ({"attnlib": {"manual": QUESTION, "points": 1}}, "### BEGIN SOLUTION\nx", "never closed"),
+    ],
+)
+def test_a_malformed_written_question_is_refused(metadata, source, error):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(source, metadata=metadata)]
+    with pytest.raises(assign.AssignError, match=error):
+        assign.make_exercise(nb, "00-test.ipynb")
+
+
+def test_nbgraders_manually_graded_answer_cells_are_read_too():
+    cell = nbformat.v4.new_markdown_cell(
+        "YOUR ANSWER HERE",
+        metadata={"nbgrader": {"grade": True, "solution": True, "grade_id": "q-a", "points": 3}},
+    )
+    assert manual.question_of(cell) == ("q-a", 3.0)
+
+
+def _class(tmp_path: Path, answers: dict[str, str]) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    records = []
+    for student, text in answers.items():
+        nb = assign.make_exercise(_solution(), "00-test.ipynb")
+        nb.cells[1].source = text
+        path = tmp_path / f"{student}.ipynb"
+        nbformat.write(nb, path)
+        record = fake_class.record(student, {"ex-9-1": 1.0}, {"ex-9-1": 1.0})
+        record["file"] = str(path)
+        records.append(record)
+    fake_class.write_graded(out, records, manual={QUESTION: 2.0})
+    return out
+
+
+def _sheet(out: Path) -> list[dict]:
+    with open(out / "manual" / f"{QUESTION}.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _fill(out: Path, scores: dict[str, tuple[str, str]], column: str = "student") -> None:
+    rows = _sheet(out)
+    for row in rows:
+        row["points"], row["comment"] = scores.get(row[column], ("", ""))
+    with open(out / "manual" / f"{QUESTION}.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _grades(out: Path) -> dict[str, dict]:
+    with open(out / "grades.csv", newline="", encoding="utf-8") as fh:
+        return {r["student"]: r for r in csv.DictReader(fh)}
+
+
+def test_answers_are_collected_scored_by_hand_and_merged_everywhere(tmp_path):
+    out = _class(
+        tmp_path, {"ada": "Yes: 64 numbers are plenty.", "grace": "<script>alert(1)</script>", "alan": ""}
+    )
+    manual.collect(out)
+    page = (out / "manual" / f"{QUESTION}.md").read_text(encoding="utf-8")
+    assert "## ada" in page and "64 numbers are plenty" in page
+    assert "```text\n<script>alert(1)</script>\n```" in page  # learner text in a fenced block
+    assert "*(no answer)*" in page and "YOUR ANSWER HERE" not in page  # alan left the stub
+    assert [r["student"] for r in _sheet(out)] == ["ada", "alan", "grace"]
+    # before scoring: the written question is not graded yet, so no total is final
+    publish(out)
+    assert _grades(out)["ada"]["total"] == "" and _grades(out)["ada"][QUESTION] == ""
+    _fill(
+        out,
+        {
+            "ada": ("1.5", "right idea; say why training fails"),
+            "grace": ("0", "no answer"),
+            "alan": ("0", ""),
+        },
+    )
+    publish(out)
+    rows = _grades(out)
+    assert rows["ada"][QUESTION] == "1.5" and rows["ada"]["total"] == "2.5" and rows["ada"]["max"] == "3"
+    assert "q-00-1:" in rows["ada"]["adjustments"] and "say why training fails" in rows["ada"]["adjustments"]
+    feedback = (out / "feedback" / "ada.md").read_text(encoding="utf-8")
+    assert "## Written answers, graded by hand" in feedback and "q-00-1: 1.5 / 2: right idea" in feedback
+    assert "Score: **2.5** out of 3." in feedback
+    results = json.loads((out / "ada" / "results.json").read_text())
+    assert results["score"] == pytest.approx(2.5)
+    written = [t for t in results["tests"] if "written answer" in t["name"]]
+    assert (
+        written and written[0]["score"] == pytest.approx(1.5) and written[0]["max_score"] == pytest.approx(2)
+    )
+    assert "class mean 1.5 of 3 (over 3 submissions with a total)" in (out / "report.html").read_text()
+    # collecting again keeps the scores entered
+    manual.collect(out)
+    assert {r["student"]: r["points"] for r in _sheet(out)} == {"ada": "1.5", "alan": "0", "grace": "0"}
+
+
+def test_anonymised_sheets_hide_who_wrote_each_answer(tmp_path):
+    out = _class(tmp_path, {"ada": "first answer", "grace": "second answer"})
+    manual.collect(out, anonymise=True)
+    page = (out / "manual" / f"{QUESTION}.md").read_text(encoding="utf-8")
+    rows = _sheet(out)
+    assert "ada" not in page and "grace" not in page and "ada" not in str(rows)
+    assert sorted(r["answer"] for r in rows) == ["answer-001", "answer-002"]
+    label = next(line[3:] for line in page.splitlines() if line.startswith("## ") and "first answer" in page)
+    _fill(out, {r["answer"]: ("2", "well argued") for r in rows}, column="answer")
+    publish(out)
+    assert {k: r[QUESTION] for k, r in _grades(out).items()} == {"ada": "2", "grace": "2"}
+    assert label.startswith("answer-")
+
+
+def test_a_score_out_of_range_or_an_unknown_learner_is_reported(tmp_path):
+    out = _class(tmp_path, {"ada": "x"})
+    manual.collect(out)
+    (out / "manual" / f"{QUESTION}.csv").write_text(
+        "student,points,comment\nada,3,too many\nnobody,1,x\nada,two,x\n", encoding="utf-8"
+    )
+    problems = publish(out).problems
+    text = "\n".join(problems)
+    assert (
+        "3 points is outside 0 .. 2" in text
+        and "'two' is not a number" in text
+        and "no student 'nobody'" in text
+    )
+    assert _grades(out)["ada"][QUESTION] == ""
