@@ -87,7 +87,7 @@ def read_policy(path: Path) -> tuple[Policy | None, list[str]]:
     ]
     deadline = data.get("deadline")
     if isinstance(deadline, str):
-        deadline = parse_time(deadline)
+        deadline = parse_time(deadline) or deadline
     if deadline is not None and not isinstance(deadline, datetime):
         problems.append(f"{path.name}: deadline {data['deadline']!r} is not a date and time")
         deadline = None
