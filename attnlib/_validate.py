@@ -330,6 +330,16 @@ def check_scale(fn: str, scale: object) -> float | None:
     return float(scale)
 
 
+def check_real(fn: str, name: str, value: object) -> float:
+    """Any real number, Python or NumPy (``-inf`` and NaN included), as a Python float.
+
+    TypeError for a non-number or a bool.
+    """
+    if isinstance(value, BOOLS) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
 def check_greater(fn: str, name: str, value: object, bound: float) -> float:
     """A real number (Python or NumPy) above `bound`, such as RoPE's `base` or an epsilon.
 

@@ -93,7 +93,12 @@ register(
         ],
         rtol=1e-9,
         atol=1e-12,
-        forbidden=("attnlib.efficient.online_softmax_update", "attnlib.efficient.online_softmax_numpy"),
+        forbidden=(
+            "attnlib.efficient.online_softmax_update",
+            "attnlib.efficient.online_softmax_numpy",
+            "attnlib.efficient.online_update_",
+            "attnlib.efficient.online_rescale_",
+        ),
         hints=(
             "l is a sum of exponentials measured from the running maximum m; when a new block raises"
             " the maximum, the old sum must be re-measured from the new one.",
@@ -215,7 +220,12 @@ register(
         ],
         rtol=1e-9,
         atol=1e-12,
-        forbidden=("attnlib.efficient.tile_step",) + ATTENTION_IMPLEMENTATIONS,
+        forbidden=(
+            "attnlib.efficient.tile_step",
+            "attnlib.efficient.online_update_",
+            "attnlib.efficient.online_rescale_",
+        )
+        + ATTENTION_IMPLEMENTATIONS,
         hints=(
             "the online softmax of the previous exercise, for a whole tile of queries at once, with"
             " a running weighted sum of values (acc) next to the running sum l.",

@@ -22,7 +22,9 @@ method ``x.softmax(-1)``; an entry ending in ``()`` (``"module()"``) forbids
 calling that name while still allowing its attributes (``module.w_query``).
 Names that are already imported are also compared by identity, so
 ``attnlib.attention.scaled_dot_product_attention`` is caught when
-``attnlib.scaled_dot_product_attention`` is forbidden.
+``attnlib.scaled_dot_product_attention`` is forbidden, and an attnlib module's
+entry (``"attnlib.efficient"``) catches its public objects under the names
+``attnlib`` re-exports them by (``attnlib.tiled_attention``).
 
 A notebook defines its imports in earlier cells, so a few conventional
 aliases are assumed when the source does not bind them itself: ``F`` is
@@ -44,6 +46,7 @@ __all__ = [
     "LOGSUMEXP_IMPLEMENTATIONS",
     "SCALED_SCORE_IMPLEMENTATIONS",
     "SOFTMAX_IMPLEMENTATIONS",
+    "find_dynamic",
     "find_forbidden",
     "find_forbidden_in_cells",
     "forbidden_in_function",
@@ -62,6 +65,8 @@ SOFTMAX_IMPLEMENTATIONS = (
     "torch.nn.functional.softmax",
     "torch.special.softmax",
     ".softmax",
+    "~softmax",
+    "~logsumexp",
 )
 LOGSUMEXP_IMPLEMENTATIONS = (
     "attnlib.numpy.logsumexp",
@@ -71,6 +76,8 @@ LOGSUMEXP_IMPLEMENTATIONS = (
     "torch.logsumexp",
     "torch.special.logsumexp",
     ".logsumexp",
+    "~logsumexp",
+    "~softmax",  # logsumexp(x) = x[0] - log_softmax(x)[0]: a softmax computes it in one line
 )
 SCALED_SCORE_IMPLEMENTATIONS = (
     "attnlib.numpy.scaled_dot_scores",
@@ -88,6 +95,7 @@ ATTENTION_IMPLEMENTATIONS = (
     "attnlib.MultiHeadAttention",
     "attnlib.efficient.tiled_attention",
     "attnlib.efficient.grouped_query_attention",
+    "~attention",
 )
 
 DEFAULT_ALIASES = {
@@ -98,6 +106,115 @@ DEFAULT_ALIASES = {
 }
 
 _DYNAMIC = {"eval", "exec", "compile"}
+
+# Families (issue 24): an entry ``"~softmax"`` forbids every spelling of the family, not one
+# name: any name of a numerical library (a path rooted in :data:`LIBRARY_ROOTS`) with a part
+# that contains one of the family's words (``torch.special.log_softmax``, ``torch.nn.Softmin``,
+# ``scipy.special.softmax``, ``torch.special.logsumexp``), any method or attribute of that name
+# (``x.log_softmax(-1)``), and ``getattr`` with such a constant name.
+FAMILIES = {
+    "softmax": ("softmax", "softmin"),
+    # not "logaddexp": np.logaddexp.reduce is a right answer of ex-04-2 in the course's bank
+    "logsumexp": ("logsumexp", "log_sum_exp", "reduce_logsumexp"),
+    "attention": (
+        "scaled_dot_product",
+        "multihead",
+        "multi_head_attention",
+        "flash_attention",
+        "efficient_attention",
+        "tiled_attention",
+        "grouped_query_attention",
+        "flex_attention",
+        "transformerencoder",
+        "transformerdecoder",
+    ),
+}
+LIBRARY_ROOTS = frozenset(
+    "torch numpy scipy attnlib jax jaxlib tensorflow keras sklearn mlx einops functorch "
+    "cupy numba paddle theano xarray pandas".split()
+)
+
+# What the check cannot resolve, and so never reads as "nothing found" (issue 24): names built
+# at run time, objects rebuilt from bytes, code made or run at run time, the interpreter's
+# objects and other processes. A cell that uses one of them before an exercise is evaluated
+# is flagged for review (:func:`find_dynamic`).
+DYNAMIC_LOOKUPS = (
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
+    "breakpoint",
+    "vars()",
+    "globals()",
+    "locals()",
+    "importlib",
+    "builtins",
+    "pickle",
+    "_pickle",
+    "marshal",
+    "dill",
+    "cloudpickle",
+    "copyreg",
+    "shelve",
+    "joblib",
+    "ctypes",
+    "cffi",
+    "gc",
+    "types.FunctionType",
+    "types.CodeType",
+    "types.LambdaType",
+    "types.MethodType",
+    "types.ModuleType",
+    "sys.modules",
+    "sys._getframe",
+    "runpy",
+    "code.interact",
+    "code.InteractiveInterpreter",
+    "code.InteractiveConsole",
+    "codeop",
+    "subprocess",
+    "multiprocessing",
+    "os.system",
+    "os.popen",
+    "os.execv",
+    "os.execve",
+    "os.execvp",
+    "os.execl",
+    "os.execlp",
+    "os.spawnv",
+    "os.posix_spawn",
+    "os.fork",
+    "pty",
+    "operator.attrgetter",
+    "operator.methodcaller",
+    "inspect.getattr_static",
+    "object.__getattribute__",
+    ".__dict__",
+    ".__globals__",
+    ".__code__",
+    ".__builtins__",
+    ".__subclasses__",
+    ".__getattribute__",
+    ".__closure__",
+    ".__reduce__",
+    ".__reduce_ex__",
+    ".__setstate__",
+    ".__loader__",
+    ".__spec__",
+)
+
+
+def _family_words(entries) -> dict[str, tuple[str, ...]]:
+    return {e[1:]: FAMILIES[e[1:]] for e in entries if e.startswith("~") and e[1:] in FAMILIES}
+
+
+def _twins(path: str) -> list[str]:
+    """attnlib's other spellings of one of its functions: its NumPy twin, its top-level export."""
+    parts = path.split(".")
+    if parts[0] != "attnlib" or len(parts) < 2 or parts[1] in ("checks", "numpy"):
+        return []
+    name = parts[-1]
+    return [f"attnlib.numpy.{name}", f"attnlib.{name}", f"attnlib.functional.{name}"]
 
 
 def _fold(node: ast.AST) -> str | None:
@@ -158,6 +275,9 @@ def _lookup(path: str):
 class _Finder(ast.NodeVisitor):
     def __init__(self, forbidden: Iterable[str]):
         entries = [f.strip() for f in forbidden if f and f.strip()]
+        self.families = _family_words(entries)
+        entries = [f for f in entries if not f.startswith("~")]
+        entries += [t for f in entries for t in _twins(f) if t not in entries]
         self.calls = {f[:-2] for f in entries if f.endswith("()")}
         self.paths = [f for f in entries if not f.startswith(".") and not f.endswith("()")]
         self.attributes = {f[1:] for f in entries if f.startswith(".")}
@@ -166,14 +286,32 @@ class _Finder(ast.NodeVisitor):
             obj = _lookup(path)
             if obj is not None and not isinstance(obj, int | float | str | bool):
                 self.objects[id(obj)] = (obj, path)
+            if isinstance(obj, types.ModuleType) and path.split(".")[0] == "attnlib":
+                # attnlib re-exports its modules' functions at the top (attnlib.tiled_attention
+                # is attnlib.efficient.tiled_attention): a forbidden attnlib module forbids its
+                # public objects under any name. Only attnlib's: torch.autograd's __all__ holds
+                # torch.no_grad, which forbidding torch.autograd must not forbid.
+                for name in getattr(obj, "__all__", ()):
+                    member = getattr(obj, name, None)
+                    if member is not None and id(member) not in self.objects:
+                        self.objects[id(member)] = (member, path)
         self.aliases: dict[str, str] = {}
         self.star_modules: list[str] = []
         self.found: set[str] = set()
 
     # ------------------------------------------------------------------ resolution
 
+    def _family(self, name: str) -> bool:
+        """True when ``name`` (one part of a path, or an attribute) spells a forbidden family."""
+        low = name.lower()
+        return any(word in low for words in self.families.values() for word in words)
+
     def _match(self, path: str | None) -> None:
         if not path:
+            return
+        parts = path.split(".")
+        if self.families and parts[0] in LIBRARY_ROOTS and any(self._family(p) for p in parts[1:]):
+            self.found.add(path)
             return
         for f in self.paths:
             if path == f or path.startswith(f + "."):
@@ -255,7 +393,7 @@ class _Finder(ast.NodeVisitor):
     # ------------------------------------------------------------------ uses
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in self.attributes:
+        if node.attr in self.attributes or (self.families and self._family(node.attr)):
             self.found.add("." + node.attr)
         self._match(self._resolve(node))
         self.generic_visit(node)
@@ -284,14 +422,55 @@ class _Finder(ast.NodeVisitor):
             self.found.add(func + "()")
         if func in ("getattr", "builtins.getattr") and len(node.args) >= 2:
             name = _fold(node.args[1])
-            if name is not None and name in self.attributes:
+            if name is not None and (name in self.attributes or (self.families and self._family(name))):
                 self.found.add("." + name)
+        # IPython's magics, as its transformer writes them: the code is a string argument
+        magic = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if magic in ("run_cell_magic", "run_line_magic") and len(node.args) >= 2:
+            code = _fold(node.args[-1])
+            if code is None:
+                self.found.add(f"{magic}() of a computed string")
+            else:
+                self._visit_code(code, magic == "run_line_magic")
         self._match(self._resolve(node))
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         self._match(self._resolve(node))
         self.generic_visit(node)
+
+    def _visit_code(self, code: str, line: bool) -> None:
+        """Read the code inside a magic with this finder's names. A line magic's options come
+        first (``-n 3 -o f(x)``): every tail of its words that parses is read."""
+        words = code.split() if line else []
+        candidates = [code] + [" ".join(words[i:]) for i in range(1, len(words))]
+        for text in candidates[:64]:
+            try:
+                tree = ast.parse(textwrap.dedent(text))
+            except (SyntaxError, ValueError):
+                continue
+            self.visit(tree)
+
+
+class _Dynamic(_Finder):
+    """What :func:`find_dynamic` flags: :data:`DYNAMIC_LOOKUPS`, and ``getattr`` with a computed name."""
+
+    def __init__(self):
+        super().__init__(DYNAMIC_LOOKUPS)
+
+    def _match(self, path: str | None) -> None:
+        # every part of a path, so that "sys.modules" is found in sys.modules["x"].y
+        if path:
+            parts = path.split(".")
+            for cut in range(1, len(parts) + 1):
+                super()._match(".".join(parts[:cut]))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = self._resolve(node.func)
+        if func in ("getattr", "builtins.getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+            if _fold(node.args[1]) is None:
+                self.found.add(f"{func}() with a computed name")
+        super().visit_Call(node)
 
 
 def find_forbidden(source: str, forbidden: Iterable[str]) -> list[str]:
@@ -314,13 +493,19 @@ def find_forbidden(source: str, forbidden: Iterable[str]) -> list[str]:
         Source that does not parse is read after dedenting; if it still does
         not parse, nothing can be found and ``[]`` is returned (the answer
         then fails on its own syntax error).
+
+    Raises
+    ------
+    RecursionError, MemoryError
+        When the source is too deep or too large to read: a caller must treat
+        that as "needs review", never as "nothing found" (issue 24).
     """
     entries = list(forbidden)
     if not entries:
         return []
     try:
         tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return []
     finder = _Finder(entries)
     finder.visit(tree)
@@ -328,10 +513,31 @@ def find_forbidden(source: str, forbidden: Iterable[str]) -> list[str]:
 
 
 def _parse(source: str) -> ast.Module | None:
+    """The syntax tree of ``source``; None when it does not parse (it then fails when run).
+    A source too deep to parse raises RecursionError or MemoryError: see :func:`find_forbidden`."""
     try:
         return ast.parse(textwrap.dedent(source))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError):
         return None
+
+
+def find_dynamic(source: str) -> list[str]:
+    """What ``source`` uses that the forbidden-call check cannot see through, sorted.
+
+    Dynamic lookups (:data:`DYNAMIC_LOOKUPS`: ``getattr`` or ``__import__`` with a
+    computed name, ``vars()``, ``__dict__``, ``sys.modules``, ``importlib``,
+    ``pickle``, ``marshal``, ``types.FunctionType``, ``ctypes``, ``gc``,
+    ``exec``/``eval``/``compile``, other processes). A cell that uses one of them
+    may call a forbidden function under a name no reading can find: it is
+    flagged for review. Raises RecursionError or MemoryError like
+    :func:`find_forbidden`.
+    """
+    tree = _parse(source)
+    if tree is None:
+        return []
+    finder = _Dynamic()
+    finder.visit(tree)
+    return sorted(finder.found)
 
 
 def find_forbidden_in_cells(sources: list[str], answer: int, forbidden: Iterable[str]) -> list[str]:

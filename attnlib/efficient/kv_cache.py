@@ -25,7 +25,7 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
     Head ``h`` of the result is head ``h // n_rep`` of the input (the grouping
     of ``torch.nn.functional.scaled_dot_product_attention(enable_gqa=True)``).
-    This copies; :func:`attnlib.efficient.grouped_query_attention` does not need it.
+    This copies; :func:`attnlib.grouped_query_attention` does not need it.
 
     Parameters
     ----------

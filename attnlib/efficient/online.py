@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnlib._validate import check_positive_int, check_scale
+from attnlib._validate import check_positive_int, check_real, check_scale
 
 __all__ = [
     "OnlineSoftmaxState",
@@ -55,6 +55,10 @@ class OnlineSoftmaxState:
     seen: int
     acc: np.ndarray | None = field(default=None)
 
+    def __post_init__(self):
+        # plain Python numbers, whatever came in (a NumPy scalar prints as np.float64(...))
+        self.m, self.l, self.seen = float(self.m), float(self.l), int(self.seen)
+
 
 def online_softmax_update(m: float, l: float, block: np.ndarray) -> tuple[float, float]:
     """One step of the online softmax: fold a block of scores into ``(m, l)``.
@@ -81,11 +85,12 @@ def online_softmax_update(m: float, l: float, block: np.ndarray) -> tuple[float,
     >>> online_softmax_update(m, l, np.array([math.log(2.0)]))  # the max moves: l is rescaled
     (0.6931471805599453, 2.0)
     """
+    m, l = check_real("online_softmax_update", "m", m), check_real("online_softmax_update", "l", l)
     block = np.asarray(block, dtype=float)
     if block.ndim != 1:
         raise ValueError(f"online_softmax_update: block must be 1-D with shape (k,), got shape {block.shape}")
     if block.size == 0:
-        return float(m), float(l)
+        return m, l
     m_new = float(np.maximum(m, block.max()))  # np.maximum keeps a NaN, Python's max may not
     if m_new == -math.inf:  # everything seen so far is masked
         return m_new, 0.0

@@ -17,6 +17,12 @@ CORE = [
     "attnlib.masks",
     "attnlib.scores",
     "attnlib.modules",
+    "attnlib.efficient",
+    "attnlib.efficient.online",
+    "attnlib.efficient.tiled",
+    "attnlib.efficient.kv_cache",
+    "attnlib.positions",
+    "attnlib.transformer",
     "attnlib.numpy",
     "attnlib.utils",
 ]

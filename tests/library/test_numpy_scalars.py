@@ -1,0 +1,300 @@
+"""NumPy scalars are accepted wherever Python ones are (issue 28).
+
+Every public function and method of attnlib's core (``attnlib.__all__``, the
+``attnlib.numpy`` mirrors and the modules' ``forward``) is called once with
+Python scalars, then again with each bool, int and float argument replaced by
+its NumPy twins (``np.bool_``; ``np.int64``, ``np.int32``; ``np.float64``,
+``np.float32``): the call must succeed and give the same result. The values
+are exact in float32 (0.5, 2**-16, ...), so "the same" means equal.
+
+``test_every_scalar_parameter_is_exercised`` keeps the table complete: a new
+public function, or a new parameter annotated bool, int or float, fails it
+until it has a row here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import attnlib
+import attnlib.numpy as anp
+
+NUMPY_TWINS = {
+    bool: (np.bool_,),
+    int: (np.int64, np.int32),
+    float: (np.float64, np.float32),
+}
+
+
+def t(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def a(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape)
+
+
+def _state():
+    m, l = torch.full((1, 2, 1), -torch.inf), torch.zeros(1, 2, 1)
+    return m, l, torch.zeros(1, 2, 3)
+
+
+def _block():
+    return attnlib.TransformerBlock(8, 2, 16)
+
+
+# name -> a function returning (callable, positional args, keyword args); every
+# scalar the callable takes is passed as a keyword, a Python bool, int or float.
+CALLS = {
+    # attnlib core
+    "AdditiveAttention": lambda: (attnlib.AdditiveAttention, (), dict(query_dim=3, key_dim=4, hidden_dim=5)),
+    "KVCache": lambda: (attnlib.KVCache, (), dict(batch=1, kv_heads=2, capacity=4, head_dim=3, value_dim=5)),
+    "LearnedPositions": lambda: (attnlib.LearnedPositions, (), dict(max_len=6, d_model=4)),
+    "MultiHeadAttention": lambda: (
+        attnlib.MultiHeadAttention,
+        (),
+        dict(embed_dim=8, num_heads=2, dropout=0.25, bias=True, kdim=6, vdim=5),
+    ),
+    "OnlineSoftmaxState": lambda: (attnlib.OnlineSoftmaxState, (), dict(m=0.5, l=2.0, seen=3)),
+    "TransformerBlock": lambda: (
+        attnlib.TransformerBlock,
+        (),
+        dict(
+            d_model=8,
+            num_heads=2,
+            d_ff=16,
+            dropout=0.25,
+            norm_first=False,
+            layer_norm_eps=2.0**-16,
+            residual=True,
+            layer_norm=True,
+            feed_forward=False,
+        ),
+    ),
+    "additive_scores": lambda: (attnlib.additive_scores, (t(2, 3), t(4, 5), t(6, 3), t(6, 5), t(6)), {}),
+    "alibi_bias": lambda: (attnlib.alibi_bias, (), dict(num_heads=2, L=3, S=5, causal=False, query_offset=1)),
+    "alibi_slopes": lambda: (attnlib.alibi_slopes, (), dict(num_heads=4)),
+    "apply_rope": lambda: (attnlib.apply_rope, (t(3, 4),), dict(base=4096.0)),
+    "as_additive_mask": lambda: (attnlib.as_additive_mask, (torch.tensor([True, False]),), {}),
+    "causal_mask": lambda: (attnlib.causal_mask, (), dict(q_len=3, k_len=4, diagonal=-1)),
+    "combine_masks": lambda: (attnlib.combine_masks, (torch.tensor([True, False]), None), {}),
+    "cosine_scores": lambda: (attnlib.cosine_scores, (t(2, 3), t(4, 3)), dict(eps=2.0**-20)),
+    "decode_step": lambda: (
+        attnlib.decode_step,
+        (t(1, 2, 1, 4), t(1, 2, 1, 4, seed=1), t(1, 2, 1, 4, seed=2), attnlib.KVCache(1, 2, 3, 4)),
+        dict(scale=0.5),
+    ),
+    "dot_scores": lambda: (attnlib.dot_scores, (t(2, 3), t(4, 3)), {}),
+    "general_scores": lambda: (attnlib.general_scores, (t(2, 3), t(4, 5), t(3, 5)), {}),
+    "grouped_query_attention": lambda: (
+        attnlib.grouped_query_attention,
+        (t(1, 4, 3, 8), t(1, 2, 5, 8, seed=1), t(1, 2, 5, 8, seed=2)),
+        dict(is_causal=True, scale=0.5, diagonal=2, block_q=2, block_k=3),
+    ),
+    "kv_cache_bytes": lambda: (
+        attnlib.kv_cache_bytes,
+        (),
+        dict(layers=2, batch=1, kv_heads=4, seq_len=16, head_dim=8, dtype=2),
+    ),
+    "log_softmax": lambda: (attnlib.log_softmax, (t(2, 3),), dict(dim=0)),
+    "logsumexp": lambda: (attnlib.logsumexp, (t(2, 3),), dict(dim=1, keepdim=True)),
+    "masked_softmax": lambda: (
+        attnlib.masked_softmax,
+        (t(2, 3), torch.tensor([True, False, True])),
+        dict(dim=-1),
+    ),
+    "merge_heads": lambda: (attnlib.merge_heads, (t(1, 2, 3, 4),), {}),
+    "online_attention_row_numpy": lambda: (
+        attnlib.online_attention_row_numpy,
+        (a(4), a(6, 4, seed=1), a(6, 2, seed=2)),
+        dict(block_size=4, scale=0.5),
+    ),
+    "online_rescale_": lambda: (attnlib.online_rescale_, (*_state(), t(1, 2, 4)), {}),
+    "online_softmax_numpy": lambda: (attnlib.online_softmax_numpy, (a(7),), dict(block_size=3)),
+    "online_softmax_update": lambda: (attnlib.online_softmax_update, (), dict(m=0.5, l=2.0, block=a(3))),
+    "online_update_": lambda: (attnlib.online_update_, (*_state(), t(1, 2, 4), t(1, 4, 3)), {}),
+    "padding_mask": lambda: (attnlib.padding_mask, ([1, 3],), dict(max_len=4)),
+    "parameter_count": lambda: (
+        attnlib.parameter_count,
+        (),
+        dict(embed_dim=8, num_heads=2, bias=False, kdim=6, vdim=5),
+    ),
+    "repeat_kv": lambda: (attnlib.repeat_kv, (t(1, 2, 3, 4),), dict(n_rep=3)),
+    "rope_angles": lambda: (attnlib.rope_angles, (torch.arange(3),), dict(dim=4, base=4096.0)),
+    "scaled_dot_product_attention": lambda: (
+        attnlib.scaled_dot_product_attention,
+        (t(2, 3, 4), t(2, 5, 4, seed=1), t(2, 5, 6, seed=2)),
+        dict(is_causal=True, scale=0.5, return_weights=True),
+    ),
+    "scaled_dot_scores": lambda: (attnlib.scaled_dot_scores, (t(2, 3), t(4, 3)), dict(scale=0.5)),
+    "sinusoidal_encoding": lambda: (
+        attnlib.sinusoidal_encoding,
+        (),
+        dict(n_positions=5, d_model=6, base=4096.0),
+    ),
+    "softmax": lambda: (attnlib.softmax, (t(2, 3),), dict(dim=0)),
+    "split_heads": lambda: (attnlib.split_heads, (t(1, 3, 8),), dict(num_heads=2)),
+    "tile_step": lambda: (
+        attnlib.tile_step,
+        (*_state(), t(1, 2, 4), t(1, 3, 4, seed=1), t(1, 3, 3)),
+        dict(scale=0.5),
+    ),
+    "tiled_attention": lambda: (
+        attnlib.tiled_attention,
+        (t(2, 3, 4), t(2, 5, 4, seed=1), t(2, 5, 6, seed=2)),
+        dict(is_causal=True, scale=0.5, enable_gqa=False, diagonal=1, block_q=2, block_k=3),
+    ),
+    # the NumPy mirrors
+    "numpy.additive_scores": lambda: (anp.additive_scores, (a(2, 3), a(4, 5), a(6, 3), a(6, 5), a(6)), {}),
+    "numpy.causal_mask": lambda: (anp.causal_mask, (), dict(q_len=3, k_len=4, diagonal=-1)),
+    "numpy.cosine_scores": lambda: (anp.cosine_scores, (a(2, 3), a(4, 3)), dict(eps=2.0**-20)),
+    "numpy.dot_scores": lambda: (anp.dot_scores, (a(2, 3), a(4, 3)), {}),
+    "numpy.general_scores": lambda: (anp.general_scores, (a(2, 3), a(4, 5), a(3, 5)), {}),
+    "numpy.log_softmax": lambda: (anp.log_softmax, (a(2, 3),), dict(dim=0)),
+    "numpy.logsumexp": lambda: (anp.logsumexp, (a(2, 3),), dict(dim=1, keepdim=True)),
+    "numpy.padding_mask": lambda: (anp.padding_mask, ([1, 3],), dict(max_len=4)),
+    "numpy.scaled_dot_product_attention": lambda: (
+        anp.scaled_dot_product_attention,
+        (a(2, 3, 4), a(2, 5, 4, seed=1), a(2, 5, 6, seed=2)),
+        dict(is_causal=True, scale=0.5, return_weights=True),
+    ),
+    "numpy.scaled_dot_scores": lambda: (anp.scaled_dot_scores, (a(2, 3), a(4, 3)), dict(scale=0.5)),
+    "numpy.softmax": lambda: (anp.softmax, (a(2, 3),), dict(dim=0)),
+    # methods with scalar options
+    "MultiHeadAttention.forward": lambda: (
+        attnlib.MultiHeadAttention(8, 2).eval(),
+        (t(2, 3, 8), t(2, 4, 8, seed=1), t(2, 4, 8, seed=2)),
+        dict(is_causal=True, need_weights=True, average_attn_weights=False),
+    ),
+    "TransformerBlock.forward": lambda: (_block().eval(), (t(2, 3, 8),), dict(is_causal=True)),
+    "TransformerBlock.new_cache": lambda: (_block().new_cache, (), dict(batch=2, capacity=5)),
+    "LearnedPositions.forward": lambda: (attnlib.LearnedPositions(6, 4), (t(2, 3, 4),), dict(offset=2)),
+}
+
+METHODS = {
+    "MultiHeadAttention.forward": attnlib.MultiHeadAttention.forward,
+    "TransformerBlock.forward": attnlib.TransformerBlock.forward,
+    "TransformerBlock.new_cache": attnlib.TransformerBlock.new_cache,
+    "LearnedPositions.forward": attnlib.LearnedPositions.forward,
+    "AdditiveAttention.forward": attnlib.AdditiveAttention.forward,
+}
+
+
+def public_callables():
+    for name in attnlib.__all__:
+        yield name, getattr(attnlib, name)
+    for name in anp.__all__:
+        yield f"numpy.{name}", getattr(anp, name)
+    yield from METHODS.items()
+
+
+def _python_kind(value):
+    for kind in (bool, int, float):  # bool before int: True is an int too
+        if type(value) is kind:
+            return kind
+    return None
+
+
+def _call(name, replace=None):
+    """Run the row ``name`` (fresh inputs, same random draws), one keyword replaced."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # modules draw their initial weights from here
+        fn, args, kwargs = CALLS[name]()
+        result = fn(*args, **{**kwargs, **(replace or {})})
+    if result is None:  # an in-place update: its result is what it wrote
+        return args
+    return result
+
+
+def assert_same(got, expected, where):
+    if isinstance(expected, torch.nn.Module):
+        assert type(got) is type(expected), where
+        assert repr(got) == repr(expected), where
+        for (k, x), (k2, y) in zip(got.state_dict().items(), expected.state_dict().items(), strict=True):
+            assert k == k2 and torch.equal(x, y), f"{where}: parameter {k}"
+    elif isinstance(expected, torch.Tensor):
+        assert isinstance(got, torch.Tensor) and got.dtype == expected.dtype, where
+        assert torch.equal(got, expected), f"{where}: {got} != {expected}"
+    elif isinstance(expected, np.ndarray):
+        assert isinstance(got, np.ndarray) and got.dtype == expected.dtype, where
+        assert np.array_equal(got, expected), f"{where}: {got} != {expected}"
+    elif isinstance(expected, (tuple, list)):
+        assert type(got) is type(expected) and len(got) == len(expected), where
+        for i, (x, y) in enumerate(zip(got, expected, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif dataclasses.is_dataclass(expected):
+        assert_same(dataclasses.astuple(got), dataclasses.astuple(expected), where)
+    elif isinstance(expected, attnlib.KVCache):
+        assert (got.shape, got.dtype, got.nbytes, len(got)) == (
+            expected.shape,
+            expected.dtype,
+            expected.nbytes,
+            len(expected),
+        ), where
+    elif expected is None:
+        assert got is None, where
+    elif isinstance(expected, (bool, int, float)):
+        assert got == expected and type(got) is type(expected), f"{where}: {got!r} != {expected!r}"
+    else:
+        raise AssertionError(f"{where}: no comparison for {type(expected).__name__}")
+
+
+SUBSTITUTIONS = [
+    (name, key, twin)
+    for name in CALLS
+    for key, value in CALLS[name]()[2].items()
+    if _python_kind(value) is not None
+    for twin in NUMPY_TWINS[_python_kind(value)]
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "twin"), SUBSTITUTIONS, ids=[f"{n}-{k}-{t.__name__}" for n, k, t in SUBSTITUTIONS]
+)
+def test_a_numpy_scalar_gives_what_the_python_scalar_gives(name, key, twin):
+    expected = _call(name)
+    value = CALLS[name]()[2][key]
+    assert twin(value) == value, f"the row's value {value!r} is not exact as {twin.__name__}"
+    got = _call(name, {key: twin(value)})
+    assert_same(got, expected, f"{name}({key}={twin.__name__}({value!r}))")
+
+
+def _scalar_parameters(fn):
+    """Parameters whose annotation names bool, int or float."""
+    found = []
+    for p in inspect.signature(fn).parameters.values():
+        annotation = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+        if p.name != "self" and re.search(r"\b(bool|int|float)\b", annotation):
+            found.append(p.name)
+    return found
+
+
+def test_every_scalar_parameter_is_exercised():
+    missing = []
+    for name, fn in public_callables():
+        scalars = _scalar_parameters(fn)
+        if name not in CALLS:
+            if scalars:
+                missing.append(f"{name}: no row (scalar parameters {scalars})")
+            continue
+        given = CALLS[name]()[2]
+        for p in scalars:
+            if _python_kind(given.get(p)) is None:
+                missing.append(f"{name}: {p} is not passed as a Python scalar")
+    assert not missing, "\n".join(missing)
+    assert len(SUBSTITUTIONS) > 100, f"only {len(SUBSTITUTIONS)} substitutions"
+
+
+def test_a_numpy_bool_is_a_bool_for_scaled_dot_product_attention():
+    """The live bug of issue 28: NumPy 2 renamed np.bool_'s type to 'bool', and check_flag missed it."""
+    q = t(1, 3, 4)
+    out = attnlib.scaled_dot_product_attention(q, q, q, is_causal=np.bool_(True))
+    torch.testing.assert_close(out, attnlib.scaled_dot_product_attention(q, q, q, is_causal=True))
+    with pytest.raises(TypeError, match="scaled_dot_product_attention: is_causal must be a bool, got str"):
+        attnlib.scaled_dot_product_attention(q, q, q, is_causal="yes")
