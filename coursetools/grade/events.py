@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-EventKind = Literal["hello", "step", "case", "cell-error", "cell-done", "done", "fatal"]
+EventKind = Literal["hello", "step", "case", "cell-error", "cell-done", "done", "fatal", "flood"]
 StepKind = Literal["cell", "case"]
 # how one run of a submission's process ends
 RunEnd = Literal["done", "step-timeout", "died", "deadline", "fatal", "stopped", "flood"]
@@ -186,4 +186,6 @@ class Transcript:
             return True
         if kind == "done":
             return step is None
+        if kind == "flood":  # the trusted parent stops a learner that floods its socket
+            return step is not None
         return False

@@ -308,7 +308,7 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
             func = ns.get(exercise.function)
             current[req["ex"]] = func
             state = "missing" if func is None else ("ok" if callable(func) else "not-callable")
-            where = None
+            where = None if func is None else ["<no code object>", 0]
             code = getattr(func, "__code__", None)
             if code is not None:
                 where = [str(getattr(code, "co_filename", ""))[:100], int(getattr(code, "co_firstlineno", 0))]
@@ -377,13 +377,16 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
             code = 1
         finish(128 - code if code < 0 else code)
 
+    def flood(message: str) -> None:
+        channel.send(t="flood", message=message)
+        finish(0)
+
     def receive(nonce: str) -> dict:
         while True:
             cut = buffer.find(b"\n")
             while cut < 0:
                 if len(buffer) > MAX_REPLY_BYTES:
-                    os.write(2, b"grader: the learner's process sent too long a message\n")
-                    died()
+                    flood("the process sent too long a message to the sandbox's parent")
                 try:
                     data = read(fd, 1 << 20)
                 except InterruptedError:
@@ -394,8 +397,7 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
                     died()
                 state["received"] += len(data)
                 if state["received"] > MAX_REPLIES_BYTES:
-                    os.write(2, b"grader: the learner's process sent too much data\n")
-                    died()
+                    flood("the process sent too much data to the sandbox's parent")
                 start = len(buffer)
                 buffer.extend(data)
                 cut = buffer.find(b"\n", start)

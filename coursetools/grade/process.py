@@ -330,6 +330,8 @@ class Run:
                         self.forged = forged if isinstance(forged, int) and forged > 0 else 0
                         self._drain(out_fd, open_streams)
                         return RunOutcome("done", step)
+                    elif event.kind == "flood":
+                        return RunOutcome("flood", step, str(event.data.get("message", ""))[:500])
                     elif event.kind == "fatal":
                         return RunOutcome("fatal", step, str(event.data.get("message", ""))[:500])
                     else:

@@ -9,6 +9,7 @@ judges the reported outputs against the reference in the grader's process.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import threading
@@ -21,7 +22,14 @@ from attnlib.checks.core import Exercise
 from coursetools.grade.events import CaseEvent, CaseKind, RunOutcome, RunPlan, Step
 from coursetools.grade.inputs import ship
 from coursetools.grade.process import OUTPUT_KEEP, ROOT, Run, _describe_exit, base_env
-from coursetools.grade.submission import Assignment, Submission, Unreadable, build_plan, read_notebook
+from coursetools.grade.submission import (
+    Assignment,
+    Submission,
+    Unreadable,
+    build_plan,
+    forbidden_at,
+    read_notebook,
+)
 from coursetools.grade.verdict import finish, judge, one_at_a_time
 
 __all__ = ["ROOT", "RunOutcome", "Settings", "base_env", "grade_submission", "judge"]
@@ -107,6 +115,7 @@ def grade_submission(
     scratch = (settings.work_dir or settings.out / ".work") / f"{sub.student}"
     protocol_problems = 0
     out_of_order = 0
+    defined: dict[str, set[tuple]] = {}  # where the evaluated functions' code was defined
     while record["runs"] < settings.max_runs:
         record["runs"] += 1
         plan.skip_cells = list(skip_cells)
@@ -133,6 +142,8 @@ def grade_submission(
                 case_event = CaseEvent.from_event(data)
                 if key[0] in exercises and case_event is not None:
                     results[key] = case_event
+                    if isinstance(data.get("defined"), list):
+                        defined.setdefault(key[0], set()).add(tuple(data["defined"][:2]))
             elif event.kind == "cell-error":
                 error = {k: data.get(k) for k in ("cell", "etype", "text", "line")}
                 if error not in record["cell_errors"]:
@@ -181,6 +192,7 @@ def grade_submission(
                 results.setdefault((key[0], case.name), CaseEvent(skipped))
         if _all_judged(results, assignment, exercises):
             break  # every case already has a verdict: a rerun cannot change the grade
+    _check_definitions(record, plan_data["cells"], plan_data["evaluate_after"], assignment, defined)
     if skip_cells:
         record["notes"].append(f"cells {skip_cells} were skipped after they hung or crashed the process")
     if protocol_problems:
@@ -192,6 +204,39 @@ def grade_submission(
         )
     record["incidents"] = incidents
     return finish(record, assignment, exercises, results, settings, started)
+
+
+def _check_definitions(
+    record: dict, cells: list, evaluate_after: dict, assignment: Assignment, defined: dict
+) -> None:
+    """Check the code that actually defined each evaluated function (issue 24).
+
+    The learner's process reports, with each case, the file name and first line of
+    the evaluated function's code object. A function defined in another cell than
+    the one the plan checked (a later redefinition, moved metadata) has that cell
+    read by the forbidden-call check too; one whose code was not written in a
+    cell (``exec`` of a string, a library's function bound to the name, a code
+    object built at run time) is flagged for review.
+    """
+    checked = record.setdefault("forbidden", {})
+    for ex_id, places in defined.items():
+        names = assignment.forbidden.get(ex_id, ())
+        for filename, _line in sorted(places, key=str):
+            match = re.fullmatch(r"<cell (\d+)>", str(filename))
+            if match is None:
+                record["review"].append(
+                    f"{ex_id}: the evaluated function's code was not written in a cell ({str(filename)[:80]})"
+                )
+                continue
+            index = int(match.group(1))
+            if ex_id in evaluate_after.get(str(index), []):
+                continue  # the answer cell: read when the plan was built
+            if names and any(i == index for i, _ in cells):
+                found = forbidden_at(cells, index, names, record["review"], ex_id)
+                if found:
+                    checked[ex_id] = sorted(set(checked.get(ex_id, [])) | set(found))
+    if not checked:
+        record.pop("forbidden")
 
 
 def _all_judged(results: dict, assignment: Assignment, exercises: dict[str, Exercise]) -> bool:

@@ -748,6 +748,12 @@ def build_root(settings: dict, report: dict) -> None:
                 raise
             report["errors"].append(str(exc))
     report["root"] = sorted(set(binds))
+    # what the grader asked to hide is simply not there (the host's /tmp: a fresh one)
+    wanted = [
+        *settings.get("hide", []),
+        *(os.path.join(p, "checks") for p in needed if p.endswith("/attnlib")),
+    ]
+    report["hidden"] = sorted({h for h in wanted if h == "/tmp" or not os.path.exists(h)})
 
 
 def _machine() -> str:

@@ -16,6 +16,12 @@ CHECK_CALL = re.compile(r"^\s*check\s*\(")
 MAGIC = re.compile(r"^(\s*)[%!]")
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NOTEBOOK_BYTES = 64 << 20
+# what one notebook may ask the grader to read in its own thread (issue 24): parsing,
+# IPython's transformer and the syntax-tree checks cost at most about linear in these
+MAX_CELL_BYTES = 200_000
+MAX_CELL_LINES = 4_000
+MAX_MAGIC_LINES = 200  # IPython's transformer slows down with many magic lines in one cell
+MAX_CODE_CELLS = 2_000
 # answer cells that reach for the reference instead of computing it: the text (paths,
 # names) and, by the syntax tree, any use of the checker's modules however it is spelt
 SUSPICIOUS = re.compile(r"attnlib\.checks|get_exercise|all_exercises|_REGISTRY|solutions/|\.reference\b")
@@ -296,7 +302,14 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             continue
         if is_check_cell(cell):
             continue
-        source, changed = _strip_magics(_cell_source(cell))
+        raw = _cell_source(cell)
+        too_big = _too_big(raw)
+        if too_big or len(cells) >= MAX_CODE_CELLS:
+            why = too_big or f"more than {MAX_CODE_CELLS} code cells"
+            review.append(f"cell {index} was not run: {why}")
+            cells.append([index, f"raise RuntimeError({('the grader did not run this cell: ' + why)!r})"])
+            continue
+        source, changed = _strip_magics(raw)
         if changed:
             magic_cells.append(index)
         cells.append([index, source])
@@ -306,7 +319,7 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
                 notes.append(f"{ex_id}: more than one answer cell; the last one counts")
             by_meta[ex_id] = index
         for ex_id, fname in assignment.functions.items():
-            if re.search(rf"^\s*def\s+{re.escape(fname)}\s*\(", source, re.M):
+            if _defines(source, fname):
                 by_def[ex_id] = index
     if magic_cells:
         notes.append(
@@ -331,19 +344,40 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             continue
         evaluate_after.setdefault(str(where), []).append(ex_id)
         answer = sources.get(where, "")
-        if SUSPICIOUS.search(answer) or _uses(answer, CHECKER_MODULES):
+        if SUSPICIOUS.search(answer) or _uses(answer, CHECKER_MODULES, review, f"{ex_id}: the answer cell"):
             review.append(f"{ex_id}: the answer cell refers to the checker or the solutions")
-        found = _uses_in_notebook(cells, where, assignment.forbidden.get(ex_id, ()))
+        # the answer cell, and every cell up to it that (re)defines the function (moved metadata,
+        # an answer in a helper cell, a definition by assignment)
+        fname = assignment.functions.get(ex_id, "")
+        defining = [i for i, src in cells if i < where and fname and _defines(src, fname)]
+        found = set()
+        for cell_index in [*defining, where]:
+            found |= set(forbidden_at(cells, cell_index, assignment.forbidden.get(ex_id, ()), review, ex_id))
         if found:
-            forbidden[ex_id] = found
+            forbidden[ex_id] = sorted(found)
     if assignment.points and located == 0:
         review.append("none of the assignment's answer cells is in this notebook: is it the right one?")
+    handed_out = _handed_out_cells(assignment.path)
     for index, source in cells:
-        found = _reaches_harness(source)
+        if source in handed_out:
+            continue  # the notebook's own code, as handed out
+        try:
+            found = _reaches_harness(source)
+            dynamic = _dynamic(source)
+        except (RecursionError, MemoryError) as exc:
+            review.append(
+                f"cell {index} could not be read by the forbidden-call check ({type(exc).__name__})"
+            )
+            continue
         if found:
             review.append(
                 f"cell {index} reaches into the grader's process ({', '.join(found)}): "
                 "it may have written to the grader's channel"
+            )
+        if dynamic:
+            review.append(
+                f"cell {index} uses what the forbidden-call check cannot see through "
+                f"({', '.join(dynamic)}): read it"
             )
     plan = {"cells": cells, "evaluate_after": evaluate_after, "evaluate_at_end": at_end}
     if forbidden:
@@ -351,28 +385,92 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     return plan, notes, review
 
 
-def _uses_in_notebook(cells: list, answer_index: int, names) -> list[str]:
-    """The entries of ``names`` the answer cell uses, with the aliases and helper functions of the
-    cells before it (attnlib.checks.forbidden.find_forbidden_in_cells): ``s = F.softmax`` in one
-    cell and ``s(x)`` in the answer count, a demonstration cell's own calls do not."""
+def _too_big(source: str) -> str:
+    """Why a cell is too large to be read in the grader's thread, or ``""``."""
+    if len(source) > MAX_CELL_BYTES:
+        return f"{len(source)} characters (at most {MAX_CELL_BYTES})"
+    lines = source.count("\n") + 1
+    if lines > MAX_CELL_LINES:
+        return f"{lines} lines (at most {MAX_CELL_LINES})"
+    magic = sum(1 for line in source.splitlines() if line.lstrip()[:1] in ("%", "!"))
+    if magic > MAX_MAGIC_LINES:
+        return f"{magic} lines of IPython syntax (at most {MAX_MAGIC_LINES})"
+    return ""
+
+
+@functools.lru_cache(maxsize=256)
+def _defines(source: str, name: str) -> bool:
+    """True when ``source`` defines ``name`` at the start of a line: ``def name(`` or ``name =``.
+    The pattern never lets a blank run cross a newline (issue 24: ``^\\s*`` with re.M was
+    quadratic on a cell of blank lines)."""
+    name = re.escape(name)
+    pattern = rf"^[ \t]*(?:(?:async[ \t]+)?def[ \t]+{name}[ \t]*\(|{name}[ \t]*(?::[^=\n]*)?=(?!=))"
+    return re.search(pattern, source, re.M) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _handed_out_sources(path: str, mtime: float) -> frozenset[str]:
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - no handed-out notebook: every cell is read
+        return frozenset()
+    return frozenset(_strip_magics(_cell_source(c))[0] for c in nb.cells if c.get("cell_type") == "code")
+
+
+def _handed_out_cells(path) -> frozenset[str]:
+    """The code cells of the handed-out notebook (after IPython's transformer): unchanged, they are
+    the course's own code (its setup cell installs packages), not read for dynamic lookups."""
+    try:
+        return _handed_out_sources(str(path), os.stat(path).st_mtime)
+    except (OSError, TypeError):
+        return frozenset()
+
+
+def forbidden_at(cells: list, cell_index: int, names, review: list[str], ex_id: str) -> list[str]:
+    """The entries of ``names`` that cell ``cell_index`` uses, with the aliases and helper functions of
+    the cells before it (attnlib.checks.forbidden.find_forbidden_in_cells): ``s = F.softmax`` in one
+    cell and ``s(x)`` in the answer count, a demonstration cell's own calls do not. A cell the
+    check cannot read (too deep, too large) adds a reason to ``review``: never "nothing found"."""
     if not names:
         return []
     from attnlib.checks.forbidden import find_forbidden_in_cells
 
-    sources = [source for index, source in cells if index <= answer_index]
+    sources = [source for index, source in cells if index <= cell_index]
     try:
         return list(find_forbidden_in_cells(sources, len(sources) - 1, names))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (RecursionError, MemoryError) as exc:
+        review.append(
+            f"{ex_id}: the forbidden-call check could not read the cells up to cell {cell_index} "
+            f"({type(exc).__name__}): read them"
+        )
         return []
+
+
+def _uses_in_notebook(cells: list, answer_index: int, names) -> list[str]:
+    """:func:`forbidden_at` for callers without a review list (kept for compatibility)."""
+    review: list[str] = []
+    found = forbidden_at(cells, answer_index, names, review, "")
+    return found if not review else [*found, "the forbidden-call check could not read the cells"]
 
 
 @functools.lru_cache(maxsize=4096)
 def _reaches_harness(source: str) -> tuple[str, ...]:
-    """The entries of :data:`HARNESS_INTERNALS` a cell uses (cached: most cells are the handed-out ones)."""
-    return tuple(_uses(source, HARNESS_INTERNALS))
+    """The entries of :data:`HARNESS_INTERNALS` a cell uses (cached: most cells are the handed-out ones).
+    Raises RecursionError or MemoryError where the cell cannot be read."""
+    from attnlib.checks.forbidden import find_forbidden
+
+    return tuple(find_forbidden(source, HARNESS_INTERNALS))
 
 
-def _uses(source: str, names) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _dynamic(source: str) -> tuple[str, ...]:
+    """What a cell uses that the forbidden-call check cannot see through (forbidden.find_dynamic)."""
+    from attnlib.checks.forbidden import find_dynamic
+
+    return tuple(find_dynamic(source))
+
+
+def _uses(source: str, names, review: list[str] | None = None, what: str = "") -> list[str]:
     """The entries of ``names`` that ``source`` uses, by its syntax tree (attnlib.checks.forbidden)."""
     if not names:
         return []
@@ -380,5 +478,7 @@ def _uses(source: str, names) -> list[str]:
 
     try:
         return list(find_forbidden(source, names))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (RecursionError, MemoryError) as exc:
+        if review is not None:
+            review.append(f"{what} could not be read by the checks ({type(exc).__name__}): read it")
         return []
