@@ -7,7 +7,11 @@ does nothing). It goes right before the notebook's first code cell, tagged
 
 * ``setup`` (so that this tool finds it again and updates it in place),
 * ``nbval-ignore-output`` (pip may print on a machine without attnlib),
-* ``remove-cell`` (the website does not show it; the downloaded notebook has it).
+* ``remove-cell`` (the website does not show it; the downloaded notebook has it),
+
+and collapsed where the learner opens it: its code is hidden behind its first
+line, a ``# @title`` (``cellView: form`` in Colab, ``jupyter.source_hidden`` in
+JupyterLab and Notebook 7), so a notebook starts with the learner's content.
 
 Usage (from the repository root)::
 
@@ -36,6 +40,7 @@ nothing the second time.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
@@ -51,9 +56,12 @@ FOLDERS = ("book", "solutions")
 CELL_ID = "attnlib-setup"
 TAGS = ["setup", "nbval-ignore-output", "remove-cell"]
 
+# Collapsed in the front ends: Colab shows a form cell's title only, JupyterLab hides the source.
+METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
+
 HEADER = """\
-# Course setup: installs attnlib where it is missing (Colab, a JupyterHub);
-# elsewhere (a checkout of the course, Binder) it does nothing.
+# @title Course setup: installs attnlib where it is missing
+# (Colab, a JupyterHub); elsewhere (a checkout, Binder) it does nothing.
 import importlib
 import importlib.util
 import subprocess
@@ -114,8 +122,10 @@ def find_setup_cell(nb) -> int | None:
 
 
 def cell_is_current(cell, source: str) -> bool:
-    tags = cell.get("metadata", {}).get("tags", [])
-    return cell.source == source and all(tag in tags for tag in TAGS)
+    metadata = cell.get("metadata", {})
+    tags = metadata.get("tags", [])
+    collapsed = all(metadata.get(key) == value for key, value in METADATA.items())
+    return cell.source == source and all(tag in tags for tag in TAGS) and collapsed
 
 
 def apply(nb, source: str) -> bool:
@@ -128,8 +138,9 @@ def apply(nb, source: str) -> bool:
         cell.source = source
         tags = cell.metadata.setdefault("tags", [])
         tags.extend(tag for tag in TAGS if tag not in tags)
+        cell.metadata.update(copy.deepcopy(METADATA))
         return True
-    cell = nbformat.v4.new_code_cell(source=source, metadata={"tags": list(TAGS)})
+    cell = nbformat.v4.new_code_cell(source=source, metadata={"tags": list(TAGS), **copy.deepcopy(METADATA)})
     ids = {c.get("id") for c in nb.cells}
     if nb.nbformat_minor >= 5:  # cell ids exist from nbformat 4.5 on
         cell["id"] = CELL_ID if CELL_ID not in ids else f"{CELL_ID}-cell"
