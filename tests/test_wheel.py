@@ -1,0 +1,134 @@
+"""The learner's wheel holds the library and its data, and nothing of the instructor's tooling (issue 28).
+
+Learners install attnlib (pip, the Colab setup cell, Binder); the grader and the
+exercise generator (coursetools/) run from a checkout. The wheel is built
+offline from a copy of the working tree (pyproject.toml, README.md, attnlib/ and
+coursetools/, so that leaving coursetools out is the configuration's doing and
+a stale build/ folder cannot leak into it).
+"""
+
+from __future__ import annotations
+
+import ast
+import email
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _copy_sources(target: Path) -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "--", "attnlib", "coursetools"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    for name in ["pyproject.toml", "README.md", *listed]:
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "source"
+    source.mkdir()
+    _copy_sources(source)
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp),
+            str(source),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (path,) = tmp.glob("attnlib-*.whl")
+    with zipfile.ZipFile(path) as archive:
+        yield archive
+
+
+def test_the_wheel_holds_attnlib_and_no_coursetools(wheel):
+    names = wheel.namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"attnlib"}, f"the learner's wheel holds {sorted(tops)}, expected attnlib only"
+    # the library's own modules are all there (the efficient package, the checks, the chapters' models)
+    for module in ("attnlib/__init__.py", "attnlib/efficient/tiled.py", "attnlib/checks/forbidden.py"):
+        assert module in names, f"{module} missing from the wheel"
+
+
+def test_the_wheel_holds_the_recorded_spreads(wheel):
+    """The chapters glue attnlib/chapters/spreads/*.json (package data): a learner's install has them."""
+    in_repo = sorted(p.name for p in (ROOT / "attnlib" / "chapters" / "spreads").glob("*.json"))
+    assert in_repo, "no attnlib/chapters/spreads/*.json in the checkout"
+    in_wheel = sorted(
+        Path(n).name
+        for n in wheel.namelist()
+        if n.startswith("attnlib/chapters/spreads/") and n.endswith(".json")
+    )
+    assert in_wheel == in_repo
+
+
+def test_the_wheel_requires_only_what_attnlib_imports(wheel):
+    (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    message = email.message_from_string(wheel.read(metadata).decode())
+    requires = sorted(r.split(">")[0].split("=")[0].strip() for r in message.get_all("Requires-Dist") or [])
+    assert requires == ["numpy", "torch"], requires
+    assert message["License-Expression"] == "MIT"
+    # nbformat is the grader's and the generator's (coursetools), not the library's
+    imported = set()
+    for path in (ROOT / "attnlib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    assert "nbformat" not in imported, "attnlib imports nbformat: add it back to pyproject's dependencies"
+
+
+def test_no_console_script_points_into_coursetools(wheel):
+    entry_points = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    text = wheel.read(entry_points[0]).decode() if entry_points else ""
+    assert "coursetools" not in text, text
+
+
+def test_the_wheels_grade_alias_says_where_the_grader_runs(wheel, tmp_path):
+    """Without a checkout, ``python -m attnlib.grade`` says in one line how to run the grader."""
+    wheel.extractall(tmp_path / "site")
+    code = (
+        "import runpy, sys\n"
+        # only the wheel's files: no checkout on the path, no editable install's finder
+        f"sys.path[:] = [{str(tmp_path / 'site')!r}]"
+        f" + [p for p in sys.path if p not in ('', {str(ROOT)!r})]\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]\n"
+        "sys.argv = ['attnlib.grade']\n"
+        "runpy.run_module('attnlib.grade', run_name='__main__', alter_sys=True)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "attnlib.grade: the class grader is coursetools.grade, which runs from a checkout of the course "
+        "repository: cd <checkout> && python -m coursetools.grade ..."
+    ], proc.stderr
