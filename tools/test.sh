@@ -2,6 +2,10 @@
 # Run the whole test suite: lint, unit and property tests, nbval on the
 # notebooks, the exercise-sync check and the strict book build.
 # Extra arguments go to pytest, e.g.  bash tools/test.sh -m "not book" tests/
+# Every book/ and solutions/ notebook runs twice: on this CPU's float path and as
+# "[default-1thread]" (ATEN_CPU_CAPABILITY=default, one thread; see conftest.py);
+# --native-only skips the second run. tests/test_float_paths.py runs tests/library on
+# that path, tests/test_binder.py every notebook in Binder- and Colab-like environments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
