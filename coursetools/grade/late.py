@@ -6,12 +6,12 @@
     grace_hours = 1                         # late by less than this: no penalty
     penalty_per_day = 0.10                  # share of the maximum taken off per day (or part of one) late
     max_penalty = 0.50                      # at most this share of the maximum in all
-    lms_late_days = 1                       # days counted when only the LMS's late mark is known
+    lms_late_days = 1                       # days counted at least when the LMS marks a file late
 
 How late a learner is comes from the roster of the download (``OUT/roster.csv``):
 its ``submitted`` time (the time the LMS stored with the graded file) against the
-``deadline``; without a deadline or a time, Canvas's ``LATE`` mark counts as
-``lms_late_days`` days. The penalty is taken off the final total (after overrides and
+``deadline``; Canvas's ``LATE`` mark counts as at least ``lms_late_days`` days (the
+LMS knows the deadline and the extensions it granted). The penalty is taken off the final total (after overrides and
 manual scores, never below 0), shown in ``grades.csv`` (``adjustments``), in the
 learner's feedback and ``results.json``, and in the LMS exports.
 """
@@ -41,12 +41,13 @@ class Policy:
     def days_late(self, roster: dict) -> float:
         """Days (and parts of days) late, after the grace period; 0 when on time or unknown."""
         submitted = parse_time(roster.get("submitted", "")) if roster else None
+        days = 0.0
         if self.deadline is not None and submitted is not None:
             seconds = (submitted - self.deadline).total_seconds() - 3600 * self.grace_hours
-            return math.ceil(seconds / 86400) if seconds > 0 else 0
-        if roster and roster.get("late") == "yes":
-            return self.lms_late_days
-        return 0
+            days = math.ceil(seconds / 86400) if seconds > 0 else 0
+        if roster and roster.get("late") == "yes":  # the LMS's own mark: late, whatever the time says
+            days = max(days, self.lms_late_days)
+        return days
 
     def penalty(self, roster: dict, max_points: float) -> tuple[float, str]:
         """The points taken off a learner's total, and the reason the learner reads."""
