@@ -54,6 +54,8 @@ VENV = "/opt/attention-course/venv"
 PACKAGES = ("attnlib", "coursetools")
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+# a Gradescope test's own status field (its specification: "passed" or "failed"), not ours
+GS_PASSED, GS_FAILED = "passed", "failed"
 
 SETUP_SH = f"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, in /autograder/source when it builds the
@@ -176,7 +178,7 @@ def build_archive(assignment: str, out: Path, root: Path = ROOT) -> list[str]:
 def _case_text(case, label: str, show_message: bool) -> list[str]:
     status = case.status
     words = {
-        CaseStatus.PASSED: "passed",
+        CaseStatus.PASSED: CaseStatus.PASSED.word,
         CaseStatus.FAILED: "FAILED",
         CaseStatus.ERROR: "ERROR",
         CaseStatus.NOT_ATTEMPTED: "not attempted",
@@ -224,7 +226,7 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
                     "name": label,
                     "score": 0.0,
                     "max_score": _round(ex.points),
-                    "status": "failed",
+                    "status": GS_FAILED,
                     "output": "not judged: the notebook could not be run",
                     "visibility": "visible",
                 }
@@ -247,7 +249,7 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
                     "name": f"{label}: {'hidden' if hidden else 'visible'} cases",
                     "score": _round(score),
                     "max_score": _round(share * len(group)),
-                    "status": "passed" if passed == len(group) else "failed",
+                    "status": GS_PASSED if passed == len(group) else GS_FAILED,
                     "output": "\n".join(lines),
                     "visibility": "after_published" if hidden else "visible",
                 }
@@ -262,7 +264,7 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
                 + ("written answer, graded by your instructor" if written else "adjusted by your instructor"),
                 "score": _round(after - before),
                 "max_score": _round(grade.points.get(adjustment.exercise, 0.0)) if written else 0.0,
-                "status": "passed",
+                "status": GS_PASSED,
                 "output": visible(describe(adjustment)),
                 "visibility": "visible",
             }
@@ -299,7 +301,7 @@ def _error_results(message: str) -> dict:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": [
-            {"name": "submission", "score": 0.0, "max_score": 0.0, "status": "failed", "output": message}
+            {"name": "submission", "score": 0.0, "max_score": 0.0, "status": GS_FAILED, "output": message}
         ],
     }
 

@@ -11,9 +11,10 @@
 How late a learner is comes from the roster of the download (``OUT/roster.csv``):
 its ``submitted`` time (the time the LMS stored with the graded file) against the
 ``deadline``; Canvas's ``LATE`` mark counts as at least ``lms_late_days`` days (the
-LMS knows the deadline and the extensions it granted). The penalty is taken off the final total (after overrides and
-manual scores, never below 0), shown in ``grades.csv`` (``adjustments``), in the
-learner's feedback and ``results.json``, and in the LMS exports.
+LMS knows the deadline and the extensions it granted). The penalty is taken off the
+final total (after overrides and manual scores, never below 0), shown in
+``grades.csv`` (``adjustments``), in the learner's feedback and ``results.json``, and
+in the LMS exports.
 """
 
 from __future__ import annotations
