@@ -254,15 +254,26 @@ def test_the_report_opens_from_disk_in_chromium(report, browser, tmp_path):
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
-def test_the_report_covers_the_students_of_the_gradebook_only(tmp_path):
-    from test_overrides import _record
-
-    report = grader_module("report")
+def test_the_report_covers_the_students_of_the_class_only(tmp_path):
     points = {"ex-9-1": 2.0}
-    records = [_record("ada", {"ex-9-1": 2.0}, points), _record("gone", {"ex-9-1": 0.0}, points)]
+    records = [
+        fake_class.record("ada", {"ex-9-1": 2.0}, points),
+        fake_class.record("gone", {"ex-9-1": 0.0}, points),
+    ]
     for record in records:
         record["seconds"] = 1.5
-        report.write_student(tmp_path, record, "09-test")
-    report.write_csv(tmp_path, records[:1], list(points))  # "gone" is no longer in the class
+    # "gone" has a record from an earlier run, but is no longer in the class (class.json)
+    fake_class.write_graded(tmp_path, records, students=["ada"])
     text = class_report.write_report(tmp_path, "09-test").read_text(encoding="utf-8")
     assert "1 submission;" in text and "gone" not in text
+    assert "class mean 2 of 2 (over 1 submission with a total)" in text
+    assert "gone" not in (tmp_path / "grades.csv").read_text()
+
+
+def test_a_stray_file_is_listed_in_the_report_not_as_a_learner(tmp_path):
+    records = [fake_class.record("ada", {"ex-9-1": 2.0}, {"ex-9-1": 2.0})]
+    fake_class.write_graded(tmp_path, records, strays=["notes.txt", "\x1b[2J.txt"])
+    text = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Files that are not submissions" in text and "<code>notes.txt</code>" in text
+    assert (tmp_path / "strays.txt").read_text() == "notes.txt\n\\x1b[2J.txt\n"
+    assert not (tmp_path / "feedback" / "notes.txt.md").exists()
