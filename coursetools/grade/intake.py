@@ -386,6 +386,13 @@ def _original_name(entry: Entry, candidate: Candidate) -> str:
     return name
 
 
+def upload_name(source: str, lms: str) -> str:
+    """The name a learner gave a file of the download (``answers.pdf`` for Canvas's
+    ``knuthdonald_45678_33333_answers.pdf``)."""
+    entry = Entry("", "", "", lms)
+    return _original_name(entry, Candidate(Path(source), source, 0.0))
+
+
 def _rank(entry: Entry, candidate: Candidate, assignment_stem: str) -> tuple:
     original = _original_name(entry, candidate)
     notebook = original.endswith(".ipynb")

@@ -84,6 +84,14 @@ def short_notes(record: Record) -> str:
 
 # --------------------------------------------------------------------------- the gradebook
 
+
+def _upload(grade) -> str:
+    """The name the learner gave the file that was graded (from the roster of the download)."""
+    from coursetools.grade.intake import upload_name
+
+    return upload_name(grade.roster.get("file", ""), grade.roster.get("lms", ""))
+
+
 ROSTER_COLUMNS = ["student_id", "name", "late", "duplicates"]
 
 
@@ -106,6 +114,10 @@ def gradebook_rows(scores) -> list[list[str]]:
             if with_roster
             else []
         )
+        notes = short_notes(grade.record)
+        upload = grade.roster.get("file", "")
+        if grade.status is Status.UNREADABLE and upload and not upload.endswith(".ipynb"):
+            notes = f"not a notebook: {_upload(grade)} (the learner's upload)"
         row = [
             grade.student,
             *roster,
@@ -113,7 +125,7 @@ def gradebook_rows(scores) -> list[list[str]]:
             number(grade.total),
             number(grade.max),
             grade.status.value,
-            short_notes(grade.record),
+            notes,
         ]
         if scores.adjustable:
             row.append(grade.describe_adjustments())
@@ -142,15 +154,27 @@ def cell_label(labels: dict, index) -> str:
     return f"cell {index}"
 
 
+CELL_LIST = re.compile(r"\bcells \[([\d, ]+)\]")
+
+
 def _grader_lines(texts: list[str], labels: dict) -> list[str]:
-    """The grader's messages (which may quote the learner's output) as one fenced block."""
+    """The grader's messages (which may quote the learner's output) as one fenced block, with
+    the cells it names as the learner sees them (``code cell 2 (first line)``)."""
+    labels = labels if isinstance(labels, dict) else {}
+
+    def numbers(match: re.Match) -> str:
+        found = [labels.get(n.strip()) for n in match.group(1).split(",")]
+        if not all(isinstance(f, dict) for f in found):
+            return match.group(0)
+        return "code cells " + ", ".join(str(f.get("number")) for f in found)
+
     lines = []
     for text in texts:
         match = CELL_REF.match(text)
-        if match and str(match.group(1)) in (labels or {}):
+        if match and str(match.group(1)) in labels:
             label = labels[match.group(1)]
             text = f"code cell {label.get('number')} ({label.get('first', '')})" + text[match.end() :]
-        lines.append(text)
+        lines.append(CELL_LIST.sub(numbers, text))
     return [md_block("\n".join(lines)), ""] if lines else []
 
 
@@ -207,8 +231,10 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
     if status is Status.UNREADABLE:
         lines += ["## Your file could not be read", ""]
         if upload:
-            name = upload.rsplit("/", 1)[-1]
-            lines += [f"You uploaded {md_code(name)}; the grader needs your notebook (an `.ipynb` file).", ""]
+            lines += [
+                f"You uploaded {md_code(_upload(grade))}; the grader needs your notebook (an `.ipynb` file).",
+                "",
+            ]
         lines += _grader_lines(record.notes, labels)
         return "\n".join(lines)
     for ex_id, ex in record.exercises.items():

@@ -92,3 +92,33 @@ def test_help_lists_every_subcommand_and_each_names_itself():
             name
         )
     assert "--show-hidden-inputs" in top.stdout
+
+
+def test_skipped_cells_are_listed_by_their_code_cell_numbers():
+    record = fake_class.record("ada", {"ex-9-1": 2.0}, {"ex-9-1": 2.0})
+    record["notes"] = ["cells [4, 7] were skipped after they hung or crashed the process"]
+    record["cell_labels"] = {"4": {"number": 2, "first": "x = 1"}, "7": {"number": 3, "first": "y"}}
+    assert "code cells 2, 3 were skipped" in _feedback(record, show=False)
+
+
+def test_an_upload_that_is_not_a_notebook_is_named_by_the_learners_file(tmp_path):
+    import csv
+
+    from coursetools.grade import intake
+
+    sys.path.insert(0, str(ROOT / "tests" / "grader"))
+    from test_intake import STEM, _nb, _zip
+
+    out = tmp_path / "out"
+    members = {"knuthdonald_45678_33333_answers.pdf": b"%PDF", f"lovelaceada_12345_67890_{STEM}.ipynb": _nb()}
+    result = intake.collect(_zip(tmp_path / "c.zip", members), out / "submissions", STEM)
+    intake.write_roster(out, result)
+    pdf = fake_class.record("knuthdonald-45678", {"ex-00-1": None}, {"ex-00-1": 1.0})
+    pdf.update(status="unreadable", notes=["not a notebook: knuthdonald-45678"])
+    ok = fake_class.record("lovelaceada-12345", {"ex-00-1": 1.0}, {"ex-00-1": 1.0})
+    fake_class.write_graded(out, [pdf, ok], assignment=STEM)
+    with open(out / "grades.csv", newline="") as fh:
+        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    assert rows["knuthdonald-45678"]["notes"] == "not a notebook: answers.pdf (the learner's upload)"
+    feedback = (out / "feedback" / "knuthdonald-45678.md").read_text()
+    assert "You uploaded `answers.pdf`; the grader needs your notebook" in feedback
