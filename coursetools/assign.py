@@ -183,6 +183,33 @@ def written_questions(nb: nbformat.NotebookNode) -> dict[str, float]:
     return found
 
 
+def add_written_question(
+    solution_path: Path, question_id: str, points: float, prompt: str, answer: str, after: str | None = None
+) -> bool:
+    """Add a written question graded by hand to a solution notebook: a markdown prompt cell and
+    its answer cell (metadata ``attnlib.manual``, the model answer between the solution
+    markers), after the cell whose id is ``after`` (default: at the end). Cell ids and the
+    other cells are kept. Returns False when the notebook already has ``question_id``."""
+    nb = nbformat.read(solution_path, as_version=4)
+    if question_id in written_questions(nb):
+        return False
+    if not QUESTION_ID.match(question_id):
+        raise AssignError(f"written question id {question_id!r} is not of the form 'q-NN-k'")
+    cells = [
+        nbformat.v4.new_markdown_cell(prompt.strip()),
+        nbformat.v4.new_markdown_cell(
+            f"{BEGIN}\n{answer.strip()}\n{END}",
+            metadata={"attnlib": {"manual": question_id, "points": points}},
+        ),
+    ]
+    ids = [c.get("id") for c in nb.cells]
+    where = len(nb.cells) if after is None else ids.index(after) + 1
+    nb.cells[where:where] = cells
+    make_exercise(nb, Path(solution_path).name)  # refuses a malformed question before writing
+    nbformat.write(nb, solution_path)
+    return True
+
+
 def render(solution_path: Path) -> str:
     """The text of the exercise notebook generated from ``solution_path``."""
     solution = nbformat.read(solution_path, as_version=4)

@@ -181,3 +181,20 @@ def test_a_score_out_of_range_or_an_unknown_learner_is_reported(tmp_path):
         and "no student 'nobody'" in text
     )
     assert _grades(out)["ada"][QUESTION] == ""
+
+
+def test_a_written_question_is_added_to_a_solution_notebook_keeping_its_cells(tmp_path):
+    path = tmp_path / "01-test.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("intro"), nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nb, path)
+    ids = [c.id for c in nbformat.read(path, as_version=4).cells]
+    assert assign.add_written_question(path, "q-01-1", 1, "Is 64 enough for 53 bits?", MODEL, after=ids[0])
+    assert not assign.add_written_question(path, "q-01-1", 1, "again", MODEL)  # once only
+    cells = nbformat.read(path, as_version=4).cells
+    assert [c.id for c in cells][::3] == ids and len(cells) == 4
+    assert cells[2].metadata["attnlib"] == {"manual": "q-01-1", "points": 1} and MODEL in cells[2].source
+    exercise = assign.make_exercise(nbformat.read(path, as_version=4), "01-test.ipynb")
+    assert exercise.cells[2].source == "YOUR ANSWER HERE" and manual.questions(exercise) == {"q-01-1": 1}
+    with pytest.raises(assign.AssignError, match="q-NN-k"):
+        assign.add_written_question(path, "question", 1, "p", "a")
