@@ -252,3 +252,110 @@ register(
         atol=1e-6,
     )
 )
+
+# --------------------------------------------------------------------------- ex-09-4 RoPE, halves layout
+
+
+def _halves_to_pairs(E: int) -> torch.Tensor:
+    """Feature order that puts feature k beside feature k + E/2: (0, E/2, 1, E/2 + 1, ...)."""
+    half = torch.arange(E // 2)
+    return torch.stack((half, half + E // 2), dim=-1).flatten()  # (E,)
+
+
+def rope_halves(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """RoPE in the layout of GPT-NeoX and Llama: feature k is paired with feature k + E/2.
+
+    The paper's rotation (neighbouring pairs, :func:`attnlib.positions.apply_rope`)
+    applied to the features reordered so that k and k + E/2 sit side by side,
+    then put back in their order: the two layouts differ by a permutation of
+    the features only.
+    """
+    order = _halves_to_pairs(x.shape[-1])  # (E,)
+    return apply_rope(x[..., order], positions)[..., torch.argsort(order)]
+
+
+def _rope_halves_with(sign=1.0, use_positions=True, neighbours=False, interleaved_angles=False):
+    def rotate(x, positions):
+        L, E = x.shape[-2], x.shape[-1]
+        p = positions.to(torch.float64) if use_positions else torch.arange(L, dtype=torch.float64)
+        k = torch.arange(E // 2, dtype=torch.float64)
+        phi = sign * p[:, None] * 10000.0 ** (-2 * k / E)  # (L, E/2)
+        cos, sin = torch.cos(phi).to(x.dtype), torch.sin(phi).to(x.dtype)
+        if neighbours:
+            a, b = x[..., 0::2], x[..., 1::2]
+            return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+        if interleaved_angles:  # the angles laid out for neighbouring pairs, the rotation by halves
+            cos = cos.repeat_interleave(2, dim=-1)  # (L, E)
+            sin = sin.repeat_interleave(2, dim=-1)
+            swapped = torch.cat((-x[..., E // 2 :], x[..., : E // 2]), dim=-1)
+            return x * cos + swapped * sin
+        a, b = x[..., : E // 2], x[..., E // 2 :]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    return rotate
+
+
+def _halves_inputs(shape, first_position, seed, dtype=torch.float64):
+    def make():
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(shape, generator=g, dtype=dtype)
+        return x, torch.arange(first_position, first_position + shape[-2])
+
+    return make
+
+
+register(
+    Exercise(
+        id="ex-09-4",
+        function="rope_halves",
+        reference=rope_halves,
+        cases=cases(
+            None,
+            {
+                "one sequence: positions 0 .. 4, E = 4": _halves_inputs((5, 4), 0, 0),
+                "batch 2, heads 3, positions 0 .. 5, E = 8": _halves_inputs((2, 3, 6, 8), 0, 1),
+                "positions 7 .. 10 (after 7 cached tokens), E = 6": _halves_inputs((4, 6), 7, 2),
+                "float32 input, positions 0 .. 3, E = 6": _halves_inputs((4, 6), 0, 3, torch.float32),
+                "hidden: batch 3, positions 0 .. 39, E = 16": _halves_inputs((3, 40, 16), 0, 4),
+                "hidden: positions 100 .. 119, E = 8": _halves_inputs((2, 20, 8), 100, 5),
+            },
+        ),
+        misconceptions=[
+            Misconception(
+                "pairs neighbouring features (the paper's layout), not the two halves",
+                _rope_halves_with(neighbours=True),
+                "in this layout feature k turns together with feature k + E/2: split the last axis "
+                "into a first and a second half, not into even and odd columns.",
+            ),
+            Misconception(
+                "ignores the positions argument (counts the rows from 0)",
+                _rope_halves_with(use_positions=False),
+                "the angle of a row comes from its entry in `positions`, which need not start at 0 "
+                "(a model decoding after cached tokens passes their later positions).",
+            ),
+            Misconception(
+                "rotates the other way (sign of the sine flipped)",
+                _rope_halves_with(sign=-1.0),
+                "a rotation by +phi sends (a, b) to (a cos - b sin, a sin + b cos); check the sign of "
+                "each sine term.",
+            ),
+            Misconception(
+                "angles laid out for neighbouring pairs (repeat_interleave) while rotating halves",
+                _rope_halves_with(interleaved_angles=True),
+                "when the pairs are (k, k + E/2), feature k and feature k + E/2 need the same angle: "
+                "the angle table for the full width is the (L, E/2) table twice, side by side.",
+            ),
+        ],
+        hints=(
+            "it is the rotation of exercise 09.2; only the partner of feature k changes (now feature "
+            "k + E/2), and each row's angle comes from its given position.",
+            "take a = x[..., :E/2] and b = x[..., E/2:]; build the (L, E/2) angle table from "
+            "`positions`, rotate, and join the two halves again with torch.cat.",
+            "phi[p, k] = positions[p] * 10000 ** (-2k / E); the first half becomes a cos(phi) - b sin(phi), "
+            "the second half a sin(phi) + b cos(phi).",
+        ),
+        forbidden=_POSITIONS,
+        rtol=1e-5,
+        atol=1e-5,
+    )
+)

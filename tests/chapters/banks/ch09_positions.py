@@ -156,6 +156,77 @@ def alibi_loop(num_heads, L):
     return out
 
 
+# --------------------------------------------------------------------------- ex-09-4
+
+
+def _phi(positions, E):
+    k = torch.arange(E // 2, dtype=torch.float64)
+    return positions.to(torch.float64)[:, None] * 10000.0 ** (-2 * k / E)  # (L, E/2)
+
+
+def halves_rotating_neighbours(x, positions):
+    phi = _phi(positions, x.shape[-1])
+    cos, sin = torch.cos(phi).to(x.dtype), torch.sin(phi).to(x.dtype)
+    out = x.clone()
+    out[..., 0::2] = x[..., 0::2] * cos - x[..., 1::2] * sin
+    out[..., 1::2] = x[..., 0::2] * sin + x[..., 1::2] * cos
+    return out
+
+
+def halves_from_zero(x, positions):
+    return halves_rotate_half(x, torch.arange(x.shape[-2]))
+
+
+def halves_rotate_half_wrong_sign(x, positions):
+    E = x.shape[-1]
+    phi = torch.cat([_phi(positions, E)] * 2, dim=-1)
+    x1, x2 = x[..., : E // 2], x[..., E // 2 :]
+    return x * torch.cos(phi).to(x.dtype) + torch.cat((x2, -x1), dim=-1) * torch.sin(phi).to(x.dtype)
+
+
+def halves_repeat_interleave(x, positions):
+    E = x.shape[-1]
+    phi = _phi(positions, E).repeat_interleave(2, dim=-1)  # (L, E)
+    x1, x2 = x[..., : E // 2], x[..., E // 2 :]
+    return x * torch.cos(phi).to(x.dtype) + torch.cat((-x2, x1), dim=-1) * torch.sin(phi).to(x.dtype)
+
+
+def halves_with_library(x, positions):
+    from attnlib.positions import apply_rope
+
+    E = x.shape[-1]
+    order = torch.stack((torch.arange(E // 2), torch.arange(E // 2) + E // 2), -1).flatten()
+    return apply_rope(x[..., order], positions)[..., order.argsort()]
+
+
+def halves_rotate_half(x, positions):
+    """As Hugging Face's Llama writes it: x * cos + rotate_half(x) * sin, angles duplicated by cat."""
+    E = x.shape[-1]
+    phi = torch.cat([_phi(positions, E)] * 2, dim=-1)  # (L, E)
+    x1, x2 = x[..., : E // 2], x[..., E // 2 :]
+    return x * torch.cos(phi).to(x.dtype) + torch.cat((-x2, x1), dim=-1) * torch.sin(phi).to(x.dtype)
+
+
+def halves_complex(x, positions):
+    E = x.shape[-1]
+    z = torch.complex(x[..., : E // 2].to(torch.float64), x[..., E // 2 :].to(torch.float64))
+    phi = _phi(positions, E)
+    turned = z * torch.polar(torch.ones_like(phi), phi)
+    return torch.cat((turned.real, turned.imag), dim=-1).to(x.dtype)
+
+
+def halves_loop(x, positions):
+    out = x.clone()
+    E = x.shape[-1]
+    for r, p in enumerate(positions.tolist()):
+        for k in range(E // 2):
+            t = p / 10000 ** (2 * k / E)
+            a, b = x[..., r, k], x[..., r, k + E // 2]
+            out[..., r, k] = a * math.cos(t) - b * math.sin(t)
+            out[..., r, k + E // 2] = a * math.sin(t) + b * math.cos(t)
+    return out
+
+
 WRONG = [
     Wrong("ex-09-1", table_cos_in_even_columns, "sine and cosine swapped"),
     Wrong("ex-09-1", table_exponent_i_over_d, "exponent i/d"),
@@ -169,6 +240,11 @@ WRONG = [
     Wrong("ex-09-3", alibi_positive, "sign flipped"),
     Wrong("ex-09-3", alibi_no_causal_mask, "future keys get 0"),
     Wrong("ex-09-3", alibi_with_library, "not allowed"),
+    Wrong("ex-09-4", halves_rotating_neighbours, "pairs neighbouring features"),
+    Wrong("ex-09-4", halves_from_zero, "ignores the positions argument"),
+    Wrong("ex-09-4", halves_rotate_half_wrong_sign, "rotates the other way"),
+    Wrong("ex-09-4", halves_repeat_interleave, "repeat_interleave"),
+    Wrong("ex-09-4", halves_with_library, "not allowed"),
 ]
 
 RIGHT = [
@@ -178,4 +254,7 @@ RIGHT = [
     Right("ex-09-2", rope_loop),
     Right("ex-09-3", alibi_where),
     Right("ex-09-3", alibi_loop),
+    Right("ex-09-4", halves_rotate_half),
+    Right("ex-09-4", halves_complex),
+    Right("ex-09-4", halves_loop),
 ]
