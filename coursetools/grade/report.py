@@ -76,10 +76,11 @@ def pending_record(student: str, file: str, assignment_points: dict[str, float])
 
 
 def short_notes(record: Record) -> str:
+    """The gradebook's ``notes``: incidents and review reasons, cells named as the learner sees them."""
     parts = list(record.incidents) + list(record.review)
     if record.status is Status.UNREADABLE:
         parts += record.notes
-    return "; ".join(parts)[:300]
+    return "; ".join(relabel(parts, record.raw.get("cell_labels", {})))[:300]
 
 
 # --------------------------------------------------------------------------- the gradebook
@@ -157,9 +158,9 @@ def cell_label(labels: dict, index) -> str:
 CELL_LIST = re.compile(r"\bcells \[([\d, ]+)\]")
 
 
-def _grader_lines(texts: list[str], labels: dict) -> list[str]:
-    """The grader's messages (which may quote the learner's output) as one fenced block, with
-    the cells it names as the learner sees them (``code cell 2 (first line)``)."""
+def relabel(texts: list[str], labels: dict) -> list[str]:
+    """The grader's messages with the cells they name as the learner sees them
+    (``cell 6: ...`` -> ``code cell 5 (while True:): ...``; ``cells [6, 9]`` -> ``code cells 5, 7``)."""
     labels = labels if isinstance(labels, dict) else {}
 
     def numbers(match: re.Match) -> str:
@@ -175,6 +176,12 @@ def _grader_lines(texts: list[str], labels: dict) -> list[str]:
             label = labels[match.group(1)]
             text = f"code cell {label.get('number')} ({label.get('first', '')})" + text[match.end() :]
         lines.append(CELL_LIST.sub(numbers, text))
+    return lines
+
+
+def _grader_lines(texts: list[str], labels: dict) -> list[str]:
+    """The grader's messages (which may quote the learner's output) as one fenced block."""
+    lines = relabel(texts, labels)
     return [md_block("\n".join(lines)), ""] if lines else []
 
 
