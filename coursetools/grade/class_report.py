@@ -94,6 +94,15 @@ def _svg_img(fig, alt: str) -> str:
     return f'<img src="data:image/svg+xml;base64,{data}" alt="{_e(alt)}">'
 
 
+def _safe(figure, *args) -> str:
+    """A figure, or a note when it cannot be drawn (the table beside it has the same numbers)."""
+    try:
+        return figure(*args)
+    except Exception as exc:  # noqa: BLE001 - one figure must never cost the whole report
+        why = _e(type(exc).__name__)
+        return f'<p class="note">This figure could not be drawn ({why}); the table has its numbers.</p>'
+
+
 def _score_figure(exercises: list[str], scores: dict[str, list[float]], points: dict[str, float]) -> str:
     plt = _pyplot()
     n = max(1, len(exercises))
@@ -222,13 +231,20 @@ def build_report(
     seconds = [float(r["seconds"]) for r in records if isinstance(r.get("seconds"), (int, float))]
     totals = [float(r["total"]) for r in records if r.get("total") is not None]
     max_total = max((float(r.get("max") or 0) for r in records), default=0.0)
+    similar_note = ""
     if flags is None:
-        answers = {}
-        for record in records:
-            path = Path(record.get("file", ""))
-            if path.suffix == ".ipynb" and path.is_file():
-                answers[record["student"]] = similarity.answer_sources(path, functions)
-        flags = similarity.flag_pairs(answers, _starters(assignment, functions))
+        try:
+            answers = {}
+            for record in records:
+                path = Path(record.get("file", ""))
+                if path.suffix == ".ipynb" and path.is_file():
+                    answers[record["student"]] = similarity.answer_sources(path, functions)
+            flags = similarity.flag_pairs(answers, _starters(assignment, functions))
+        except Exception as exc:  # noqa: BLE001 - one section must never cost the whole report
+            flags = []
+            similar_note = (
+                f"The search for near-identical answers failed ({type(exc).__name__}); no pair is listed."
+            )
     title = f"Class report: {assignment_name}" if assignment_name else "Class report"
     plural = "" if len(records) == 1 else "s"
     out = [
@@ -256,7 +272,7 @@ def build_report(
     # scores
     out.append('<section aria-labelledby="scores"><h2 id="scores">Scores per exercise</h2>')
     if exercises:
-        out.append("<figure>" + _score_figure(exercises, scores, points))
+        out.append("<figure>" + _safe(_score_figure, exercises, scores, points))
         out.append(
             "<figcaption>Score of each exercise over the submissions that have one.</figcaption></figure>"
         )
@@ -289,7 +305,7 @@ def build_report(
     # statuses
     out.append('<section aria-labelledby="statuses"><h2 id="statuses">Statuses</h2>')
     if records:
-        out.append("<figure>" + _status_figure(statuses))
+        out.append("<figure>" + _safe(_status_figure, statuses))
         out.append("<figcaption>How each submission's run ended.</figcaption></figure>")
         meaning = _status_meaning()
         ordered = [s for s in STATUS_ORDER if statuses.get(s)] + sorted(set(statuses) - set(STATUS_ORDER))
@@ -335,7 +351,7 @@ def build_report(
     # time
     out.append('<section aria-labelledby="time"><h2 id="time">Grading time per submission</h2>')
     if seconds:
-        out.append("<figure>" + _time_figure(seconds))
+        out.append("<figure>" + _safe(_time_figure, seconds))
         out.append(
             "<figcaption>Wall-clock seconds from the start of a submission's first run to its verdict"
             " (on a loaded machine, a slow one is not always a slow notebook).</figcaption></figure>"
@@ -375,6 +391,8 @@ def build_report(
         "answers have innocent causes, and <strong>no grade is changed</strong>. Short answers, the "
         "starter code and answers shared by many are never listed.</p>"
     )
+    if similar_note:
+        out.append(f'<p class="note">{_e(similar_note)}</p>')
     if flags:
         rows = [
             [

@@ -277,3 +277,20 @@ def test_a_stray_file_is_listed_in_the_report_not_as_a_learner(tmp_path):
     assert "Files that are not submissions" in text and "<code>notes.txt</code>" in text
     assert (tmp_path / "strays.txt").read_text() == "notes.txt\n\\x1b[2J.txt\n"
     assert not (tmp_path / "feedback" / "notes.txt.md").exists()
+
+
+def test_a_section_that_fails_leaves_a_note_not_a_missing_report(tmp_path, monkeypatch):
+    records = [fake_class.record(s, {"ex-9-1": 1.0}, {"ex-9-1": 2.0}) for s in ("ada", "grace")]
+    for record in records:
+        record["seconds"] = 1.0
+
+    def broken(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(similarity, "flag_pairs", broken)
+    monkeypatch.setattr(class_report, "_time_figure", broken)
+    fake_class.write_graded(tmp_path, records)
+    text = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "The search for near-identical answers failed (RecursionError)" in text
+    assert "This figure could not be drawn (RecursionError)" in text
+    assert "Scores per exercise" in text and "class mean 1 of 2" in text
