@@ -7,7 +7,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from attnlib.chapters.tiny_lm import TinyDecoderLM
+from attnlib.chapters.tiny_lm import ALPHABET, BOS, EOS, PAD, SEP, SEQ_LEN, TinyDecoderLM, copy_batch
 from attnlib.checks._cases import cases, optimiser_step
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.transformer import TransformerBlock
@@ -342,6 +342,127 @@ register(
             "then feed each new token alone.",
             "a token appended as the n-th of the sequence goes in at offset n - 1; the next token is the "
             "argmax of the last position's logits.",
+        ),
+    )
+)
+
+# --------------------------------------------------------------------------- ex-10-4 read-on keys
+
+
+def read_on_keys(tokens: torch.Tensor) -> torch.Tensor:
+    """bool (B, L, L): from each letter of the second copy, the first-copy tokens that follow the same letter.
+
+    ``[b, t, s]`` is True when position ``t`` holds a letter of the second copy of
+    sentence ``b`` (positions ``n + 2 .. 2n + 1``) and ``s - 1`` is a letter of
+    the first copy (``1 .. n``) equal to the letter at ``t``.
+    """
+    B, L = tokens.shape
+    n = (tokens == SEP).int().argmax(1) - 1  # (B,) word lengths
+    pos = torch.arange(L)
+    rows = (pos >= n[:, None] + 2) & (pos <= 2 * n[:, None] + 1)  # (B, L): second-copy letters
+    keys = (pos >= 2) & (pos <= n[:, None] + 1)  # (B, L): s - 1 is a first-copy letter
+    before = torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)  # before[b, s] = tokens[b, s-1]
+    same = tokens[:, :, None] == before[:, None, :]  # (B, L, L)
+    return same & rows[:, :, None] & keys[:, None, :]
+
+
+def _sentences(*words: str) -> torch.Tensor:
+    """Padded copy-language sentences (len(words), SEQ_LEN) for the given words."""
+    out = torch.full((len(words), SEQ_LEN), PAD, dtype=torch.long)
+    for b, word in enumerate(words):
+        letters = [ALPHABET.index(c) for c in word]
+        row = [BOS, *letters, SEP, *letters, EOS]
+        out[b, : len(row)] = torch.tensor(row)
+    return out
+
+
+def _sentence_inputs(*words: str):
+    return lambda: (_sentences(*words),)
+
+
+def _random_sentences(batch: int, seed: int):
+    return lambda: (copy_batch(batch, torch.Generator().manual_seed(seed)),)
+
+
+def _read_on_with_mistake(tokens, *, shift=1, whole_prefix=False, all_rows=False, first_length=False):
+    """read_on_keys with one known mistake: the wrong answers of ex-10-4.
+
+    shift=0: the matching letter itself instead of the token after it; whole_prefix: keys
+    anywhere before the row (the second copy and the separator too); all_rows: rows in
+    the first copy as well; first_length: every sentence given the first one's length.
+    """
+    B, L = tokens.shape
+    n = (tokens == SEP).int().argmax(1) - 1
+    if first_length:
+        n = n[:1].expand(B)
+    pos = torch.arange(L)
+    rows = (pos >= 1) & (pos <= 2 * n[:, None] + 1) & (pos != n[:, None] + 1)
+    if not all_rows:
+        rows &= pos >= n[:, None] + 2
+    if whole_prefix:
+        keys = (pos[None, :] >= 1 + shift) & (pos[None, :] <= pos[:, None])  # (L, L): causal
+        keys = keys[None].expand(B, L, L)
+    else:
+        keys = ((pos >= 1 + shift) & (pos <= n[:, None] + shift))[:, None, :].expand(B, L, L)
+    before = tokens if shift == 0 else torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)
+    same = tokens[:, :, None] == before[:, None, :]
+    return same & rows[:, :, None] & keys
+
+
+_match_itself = functools.partial(_read_on_with_mistake, shift=0)
+_whole_prefix = functools.partial(_read_on_with_mistake, whole_prefix=True)
+_all_rows = functools.partial(_read_on_with_mistake, all_rows=True)
+_first_length = functools.partial(_read_on_with_mistake, first_length=True)
+
+
+register(
+    Exercise(
+        id="ex-10-4",
+        function="read_on_keys",
+        reference=read_on_keys,
+        cases=cases(
+            None,
+            {
+                "one sentence, ahhe": _sentence_inputs("ahhe"),
+                "batch 2, abac and hgfedcba": _sentence_inputs("abac", "hgfedcba"),
+                "hidden: batch 3, aaa, abcab and cdecdecd": _sentence_inputs("aaa", "abcab", "cdecdecd"),
+                "hidden: batch 3, bbcd, abcdefgh and gg... lengths 4, 8, 3": _sentence_inputs(
+                    "bbcd", "abcdefgh", "ggh"
+                ),
+                "hidden: 16 random sentences": _random_sentences(16, 5),
+            },
+        ),
+        misconceptions=[
+            Misconception(
+                "the matching letter itself, not the token after it",
+                _match_itself,
+                "an induction head attends to the token that *follows* the earlier occurrence of the "
+                "letter just written: that is the one it copies.",
+            ),
+            Misconception(
+                "keys outside the first copy",
+                _whole_prefix,
+                "only the first copy's tokens count as keys: the positions 2 .. n + 1, whose previous "
+                "token is a letter of the word.",
+            ),
+            Misconception(
+                "rows outside the second copy",
+                _all_rows,
+                "only the rows of the second copy's letters (positions n + 2 .. 2n + 1) have keys; every "
+                "other row is all False.",
+            ),
+            Misconception(
+                "one word length for the whole batch",
+                _first_length,
+                "each sentence has its own word length: find each one's separator.",
+            ),
+        ],
+        hints=(
+            "compare each letter of the second copy with the token *before* each position of the first copy.",
+            "a sentence's word length n is the position of its separator minus 1; the rows are n + 2 .. "
+            "2n + 1 and the keys 2 .. n + 1.",
+            "build the tokens shifted right by one, compare every row token with every shifted token "
+            "(broadcasting to (B, L, L)), and keep only the allowed rows and keys.",
         ),
     )
 )

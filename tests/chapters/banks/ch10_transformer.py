@@ -167,6 +167,88 @@ def generate_one_token_at_a_time_prompt(model, prompt, max_new_tokens):
     return out
 
 
+# --------------------------------------------------------------------------- ex-10-4
+
+SEP = 10  # the separator's id in attnlib.chapters.tiny_lm
+
+
+def _lengths(tokens):
+    return [row.index(SEP) - 1 for row in tokens.tolist()]
+
+
+def read_on_loops(tokens):
+    """Right: plain loops over sentences, rows and keys."""
+    B, L = tokens.shape
+    out = torch.zeros(B, L, L, dtype=torch.bool)
+    for b, n in enumerate(_lengths(tokens)):
+        for t in range(n + 2, 2 * n + 2):
+            for s in range(2, n + 2):
+                out[b, t, s] = bool(tokens[b, s - 1] == tokens[b, t])
+    return out
+
+
+def read_on_one_hot(tokens):
+    """Right: one-hot letters and a batched matrix product."""
+    B, L = tokens.shape
+    n = (tokens == SEP).float().argmax(dim=1) - 1
+    pos = torch.arange(L)[None].expand(B, L)
+    first = (pos >= 1) & (pos <= n[:, None])  # first-copy letters
+    second = (pos >= n[:, None] + 2) & (pos <= 2 * n[:, None] + 1)
+    onehot = F.one_hot(tokens, 16).float()
+    hits = onehot @ onehot.transpose(1, 2) > 0.5  # [b, t, j]: same token
+    hits = hits & second[:, :, None] & first[:, None, :]
+    return F.pad(hits[:, :, :-1], (1, 0))  # key j -> s = j + 1
+
+
+def read_on_same_letter(tokens):
+    """Wrong: marks where the letter itself stood, not the token after it."""
+    B, L = tokens.shape
+    out = torch.zeros(B, L, L, dtype=torch.bool)
+    for b, n in enumerate(_lengths(tokens)):
+        for t in range(n + 2, 2 * n + 2):
+            for s in range(1, n + 1):
+                out[b, t, s] = bool(tokens[b, s] == tokens[b, t])
+    return out
+
+
+def read_on_every_earlier_position(tokens):
+    """Wrong: any earlier position whose previous token matches (the causal prefix)."""
+    B, L = tokens.shape
+    out = torch.zeros(B, L, L, dtype=torch.bool)
+    for b, n in enumerate(_lengths(tokens)):
+        for t in range(n + 2, 2 * n + 2):
+            for s in range(1, t + 1):
+                out[b, t, s] = bool(tokens[b, s - 1] == tokens[b, t])
+    return out
+
+
+def read_on_every_letter_row(tokens):
+    """Wrong: every letter of the sentence gets its read-on keys, the first copy's too."""
+    B, L = tokens.shape
+    prev = torch.roll(tokens, 1, dims=1)
+    out = tokens[:, :, None] == prev[:, None, :]
+    for b, n in enumerate(_lengths(tokens)):
+        out[b, :, :2] = False
+        out[b, :, n + 2 :] = False
+        out[b, n + 1 :, :] &= torch.arange(L)[n + 1 :, None] <= 2 * n + 1
+        out[b, 0] = False
+        out[b, n + 1] = False
+    return out
+
+
+def read_on_first_sentence_length(tokens):
+    """Wrong: the word length read off the first sentence only."""
+    B, L = tokens.shape
+    n = int((tokens[0] == SEP).nonzero()[0]) - 1
+    prev = torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)
+    out = tokens[:, :, None] == prev[:, None, :]
+    rows = torch.zeros(L, dtype=torch.bool)
+    rows[n + 2 : 2 * n + 2] = True
+    keys = torch.zeros(L, dtype=torch.bool)
+    keys[2 : n + 2] = True
+    return out & rows[None, :, None] & keys[None, None, :]
+
+
 WRONG = [
     Wrong("ex-10-1", block_post_norm, "post-norm"),
     Wrong("ex-10-1", block_forgets_residual_of_ffn, "residual"),
@@ -179,6 +261,10 @@ WRONG = [
     Wrong("ex-10-3", generate_positions_restart, "position 0"),
     Wrong("ex-10-3", generate_new_caches, "empty cache"),
     Wrong("ex-10-3", generate_uncached, "use the KV cache"),
+    Wrong("ex-10-4", read_on_same_letter, "matching letter itself"),
+    Wrong("ex-10-4", read_on_every_earlier_position, "keys outside the first copy"),
+    Wrong("ex-10-4", read_on_every_letter_row, "rows outside the second copy"),
+    Wrong("ex-10-4", read_on_first_sentence_length, "one word length"),
 ]
 
 RIGHT = [
@@ -187,4 +273,6 @@ RIGHT = [
     Right("ex-10-2", train_transpose_and_set_to_none),
     Right("ex-10-2", train_log_softmax_by_hand),
     Right("ex-10-3", generate_one_token_at_a_time_prompt),
+    Right("ex-10-4", read_on_loops),
+    Right("ex-10-4", read_on_one_hot),
 ]
