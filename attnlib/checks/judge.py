@@ -1,0 +1,307 @@
+"""Judging: running a learner's function on the cases and naming its mistake.
+
+Checking is split in two halves so that the grader can run them in different
+processes:
+
+* :func:`run_case` calls the learner's function on one case's inputs and turns
+  what comes back into plain NumPy arrays (this half may run inside untrusted
+  code's process);
+* :func:`judge_case` compares those arrays with the reference, computed afresh,
+  and names the mistake (this half runs where the learner's code cannot reach).
+
+:func:`evaluate` joins both halves for every case of an exercise, and an
+answer that uses a forbidden call (:func:`forbidden_calls`) fails every case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attnlib.checks.compare import (
+    _abs_difference,
+    _cast_inputs,
+    _lowest_precision,
+    compare_outputs,
+    to_arrays,
+)
+from attnlib.checks.exercise import Case, Exercise, get_exercise
+
+__all__ = [
+    "FORBIDDEN_MISCONCEPTION",
+    "CaseResult",
+    "CheckResult",
+    "NotAttempted",
+    "evaluate",
+    "forbidden_calls",
+    "forbidden_message",
+    "forbidden_result",
+    "judge_case",
+    "judge_error",
+    "run_case",
+]
+
+
+class NotAttempted(Exception):
+    """The learner's function still raises the stub's ``NotImplementedError``."""
+
+
+@dataclass
+class CaseResult:
+    """The verdict on one case. ``status`` is ``passed``, ``failed``, ``error`` or ``not-attempted``."""
+
+    case: str
+    status: str
+    message: str = ""
+    misconception: str | None = None
+    hint: str = ""
+    hidden: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+@dataclass
+class CheckResult:
+    """All case verdicts of one exercise."""
+
+    exercise: str
+    cases: list[CaseResult] = field(default_factory=list)
+    hints: tuple[str, ...] = ()
+    shown_hints: int = 1
+
+    @property
+    def fraction(self) -> float:
+        """Share of cases passed, in [0, 1]; partial credit is this times the exercise's points."""
+        return sum(c.passed for c in self.cases) / len(self.cases) if self.cases else 0.0
+
+    @property
+    def attempted(self) -> bool:
+        return not any(c.status == "not-attempted" for c in self.cases)
+
+    def report(self) -> str:
+        """The feedback as text: one line per case, then the hints."""
+        if not self.attempted:
+            return f"{self.exercise}: not attempted yet (the function still raises NotImplementedError)."
+        passed = sum(c.passed for c in self.cases)
+        lines = [f"{self.exercise}: {passed}/{len(self.cases)} cases passed"]
+        for c in self.cases:
+            mark = "ok  " if c.passed else "FAIL"
+            line = f"  [{mark}] {c.case}"
+            if not c.passed:
+                line += f": {c.message}"
+                if c.misconception:
+                    line += f"\n         looks like: {c.misconception}"
+                if c.hint and (c.misconception or not self.hints):
+                    line += f"\n         hint: {c.hint}"
+            lines.append(line)
+        if passed == len(self.cases):
+            lines.append("  All cases pass. Well done!")
+        elif self.hints:
+            shown = max(1, min(self.shown_hints, len(self.hints)))
+            for i, text in enumerate(self.hints[:shown], start=1):
+                lines.append(f"  hint {i}/{len(self.hints)}: {text}")
+            if shown < len(self.hints):
+                lines.append("  (run the check again after a change to see the next hint)")
+        return "\n".join(lines)
+
+
+def run_case(func: Callable[..., Any], case: Case) -> Any:
+    """Call ``func`` on the case's inputs and return its output as arrays (see :func:`to_arrays`).
+
+    Raises :class:`NotAttempted` for the stub's ``NotImplementedError``; any
+    other exception from the learner's code propagates.
+    """
+    try:
+        out = func(*case.make_inputs())
+    except NotImplementedError as exc:
+        raise NotAttempted(str(exc)) from None
+    return to_arrays(out)
+
+
+def judge_case(exercise: Exercise, case: Case, got: Any) -> CaseResult:
+    """Compare ``got`` (from :func:`run_case`) with the reference and name the mistake.
+
+    When the answer is less precise than float64 (say float32), the reference
+    is also computed on the case's inputs cast to that precision, and how far
+    that moves it is allowed on top of the dtype's tolerance: a correct
+    float32 answer is never failed by the rounding its precision forces.
+    """
+    expected = to_arrays(exercise.reference(*case.make_inputs()))
+    slack = None
+    low = _lowest_precision(got)
+    if low is not None:
+        try:
+            expected_low = to_arrays(exercise.reference(*_cast_inputs(case.make_inputs(), low)))
+            slack = _abs_difference(expected, expected_low)
+            slack = _scale_slack(slack, 4.0)
+        except Exception:  # the reference need not run in every precision
+            slack = None
+
+    def compare(e, g):
+        if exercise.compare is not None:
+            return exercise.compare(e, g, exercise)
+        return compare_outputs(e, g, exercise.rtol, exercise.atol, slack=slack)
+
+    ok, message = compare(expected, got)
+    if ok:
+        return CaseResult(case.name, "passed", hidden=case.hidden)
+    for mis in exercise.misconceptions:
+        try:
+            with np.errstate(all="ignore"):
+                wrong = to_arrays(mis.wrong(*case.make_inputs()))
+        except Exception:  # a wrong variant may legitimately fail on some inputs
+            continue
+        if _same_values(wrong, got, exercise, slack):
+            return CaseResult(case.name, "failed", message, mis.name, mis.hint, case.hidden)
+    return CaseResult(case.name, "failed", message, None, exercise.hint, case.hidden)
+
+
+def _same_values(wrong: Any, got: Any, exercise: Exercise, slack: Any) -> bool:
+    """Whether ``got`` matches a wrong variant's output (kinds are not required to match here)."""
+    if exercise.compare is not None:
+        return exercise.compare(wrong, got, exercise)[0]
+    return compare_outputs(_as_numbers(wrong), _as_numbers(got), exercise.rtol, exercise.atol, slack=slack)[0]
+
+
+def _as_numbers(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_as_numbers(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_numbers(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
+        return value.astype(np.float64)
+    return value
+
+
+def _scale_slack(slack: Any, factor: float) -> Any:
+    if isinstance(slack, tuple):
+        return tuple(_scale_slack(s, factor) for s in slack)
+    if isinstance(slack, dict):
+        return {k: _scale_slack(v, factor) for k, v in slack.items()}
+    return None if slack is None else slack * factor
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def judge_error(exercise: Exercise, case: Case, error_type: str, error_text: str) -> CaseResult:
+    """The verdict for a case whose call raised ``error_type: error_text``.
+
+    A known wrong variant that raises the same error on these inputs (say, a
+    plain ``.T`` on a batched array) is named, like a wrong output would be.
+    """
+    message = f"raised {error_type}" + (f": {error_text}" if error_text else "")
+    for mis in exercise.misconceptions:
+        try:
+            mis.wrong(*case.make_inputs())
+        except Exception as exc:
+            if type(exc).__name__ == error_type and _first_line(exc) == error_text:
+                return CaseResult(case.name, "error", message, mis.name, mis.hint, case.hidden)
+    hint = "call your function on the case's inputs by hand and read the traceback"
+    return CaseResult(case.name, "error", message, hint=hint, hidden=case.hidden)
+
+
+FORBIDDEN_MISCONCEPTION = "calls an existing implementation (not allowed)"
+
+
+def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, source: str | None = None):
+    """The forbidden calls (``Exercise.forbidden``) that an answer uses; ``[]`` when none.
+
+    ``source`` (an answer cell's source, as the grader has it) is read with
+    :func:`attnlib.checks.forbidden.find_forbidden`; ``func`` with
+    :func:`attnlib.checks.forbidden.forbidden_in_function` (its source and
+    the learner's helpers it calls). Give either or both.
+    """
+    from attnlib.checks.forbidden import find_forbidden, forbidden_in_function
+
+    exercise = get_exercise(exercise_id)
+    if not exercise.forbidden or (func is exercise.reference and source is None):
+        return []  # the reference is attnlib's own implementation
+    found: set[str] = set()
+    if source is not None:
+        found |= set(find_forbidden(source, exercise.forbidden))
+    if func is not None and callable(func):
+        found |= set(forbidden_in_function(func, exercise.forbidden))
+    return sorted(found)
+
+
+def forbidden_message(found: Sequence[str]) -> str:
+    """The feedback for an answer that uses the forbidden calls ``found``."""
+    names = ", ".join(found)
+    return f"not allowed: the answer uses {names}, an existing implementation of what it computes (scores 0)"
+
+
+def forbidden_result(
+    exercise: Exercise,
+    found: Sequence[str],
+    include_hidden: bool = True,
+    judged: CheckResult | None = None,
+) -> CheckResult:
+    """A :class:`CheckResult` that fails every case because the answer uses ``found``.
+
+    ``judged`` (the verdicts of the same answer judged on its outputs) adds,
+    to each case, what else is wrong with it and the misconception it shows,
+    so the feedback still teaches; the score stays 0.
+    """
+    cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
+    message = forbidden_message(found)
+    hint = "write the computation with basic operations (matrix products, exp, sums, max)."
+    verdicts = {c.case: c for c in judged.cases} if judged is not None else {}
+    results = []
+    for c in cases:
+        other = verdicts.get(c.name)
+        if other is not None and not other.passed and other.status != "not-attempted":
+            results.append(
+                CaseResult(
+                    c.name,
+                    "failed",
+                    f"{message}; besides, {other.message}",
+                    other.misconception or FORBIDDEN_MISCONCEPTION,
+                    other.hint if other.misconception else hint,
+                    c.hidden,
+                )
+            )
+        else:
+            results.append(CaseResult(c.name, "failed", message, FORBIDDEN_MISCONCEPTION, hint, c.hidden))
+    return CheckResult(exercise.id, results)
+
+
+def evaluate(
+    exercise_id: str,
+    func: Callable[..., Any],
+    include_hidden: bool = False,
+    source: str | None = None,
+    apply_forbidden: bool = True,
+) -> CheckResult:
+    """Run ``func`` on the exercise's cases (visible only, unless ``include_hidden``) and judge each.
+
+    An answer that uses one of the exercise's forbidden calls (read from
+    ``source`` when given, and from ``func``'s own source) fails every case
+    with a message naming the call: it scores 0. ``apply_forbidden=False``
+    judges the outputs only (the tests of the checks' own misconceptions use it).
+    """
+    exercise = get_exercise(exercise_id)
+    found = forbidden_calls(exercise_id, func, source) if apply_forbidden else []
+    if found:
+        judged = evaluate(exercise_id, func, include_hidden, apply_forbidden=False)
+        return forbidden_result(exercise, found, include_hidden, judged)
+    result = CheckResult(exercise_id, hints=exercise.hint_tiers())
+    cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
+    for case in cases:
+        try:
+            got = run_case(func, case)
+        except NotAttempted:
+            result.cases = [CaseResult(c.name, "not-attempted", hidden=c.hidden) for c in cases]
+            return result
+        except Exception as exc:  # the learner's code failed: report it, never crash the notebook
+            result.cases.append(judge_error(exercise, case, type(exc).__name__, _first_line(exc)))
+            continue
+        result.cases.append(judge_case(exercise, case, got))
+    return result
