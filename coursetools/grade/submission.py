@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,14 +15,19 @@ import nbformat
 
 CHECK_CALL = re.compile(r"^\s*check\s*\(")
 MAGIC = re.compile(r"^(\s*)[%!]")
+# a line that IPython's transformer may rewrite: a magic, a shell escape, help (f?, ?f), an
+# autocall escape (/f, ,f, ;f), x = !cmd or x = %magic
+IPYTHON_SYNTAX = re.compile(r"^[ \t]*[%!?/,;]|=[ \t]*[!%]|\?[ \t]*$", re.M)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NOTEBOOK_BYTES = 64 << 20
 # what one notebook may ask the grader to read in its own thread (issue 24): parsing,
 # IPython's transformer and the syntax-tree checks cost at most about linear in these
 MAX_CELL_BYTES = 200_000
 MAX_CELL_LINES = 4_000
-MAX_MAGIC_LINES = 200  # IPython's transformer slows down with many magic lines in one cell
+MAX_MAGIC_LINES = 30  # IPython's transformer is quadratic in a cell's magic lines (200: 4 s)
+MAX_MAGIC_LINES_TOTAL = 300
 MAX_CODE_CELLS = 2_000
+PLAN_SECONDS = 20.0  # reading a notebook beyond this: the rest is not run, the record is flagged
 # answer cells that reach for the reference instead of computing it: the text (paths,
 # names) and, by the syntax tree, any use of the checker's modules however it is spelt
 SUSPICIOUS = re.compile(r"attnlib\.checks|get_exercise|all_exercises|_REGISTRY|solutions/|\.reference\b")
@@ -236,6 +242,8 @@ def _strip_magics(source: str) -> tuple[str, bool]:
     empty list), so ``r = %timeit -o f()``, ``x = !ls`` and ``f?`` cost nothing.
     Without IPython, the offending lines become ``pass``.
     """
+    if not IPYTHON_SYNTAX.search(source):
+        return source, False  # plain Python: IPython's transformer (slow on long cells) has nothing to do
     transform = _ipython_transformer()
     if transform is not None:
         try:
@@ -297,6 +305,8 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     by_meta: dict[str, int] = {}
     by_def: dict[str, int] = {}
     magic_cells = []
+    magic_total = 0
+    deadline = time.monotonic() + PLAN_SECONDS
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
@@ -304,8 +314,15 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             continue
         raw = _cell_source(cell)
         too_big = _too_big(raw)
-        if too_big or len(cells) >= MAX_CODE_CELLS:
-            why = too_big or f"more than {MAX_CODE_CELLS} code cells"
+        magic_total += _magic_lines(raw)
+        if not too_big and len(cells) >= MAX_CODE_CELLS:
+            too_big = f"more than {MAX_CODE_CELLS} code cells"
+        if not too_big and magic_total > MAX_MAGIC_LINES_TOTAL:
+            too_big = f"more than {MAX_MAGIC_LINES_TOTAL} lines of IPython syntax in the notebook"
+        if not too_big and time.monotonic() > deadline:
+            too_big = f"reading the notebook took more than {PLAN_SECONDS:g} s"
+        if too_big:
+            why = too_big
             review.append(f"cell {index} was not run: {why}")
             cells.append([index, f"raise RuntimeError({('the grader did not run this cell: ' + why)!r})"])
             continue
@@ -361,6 +378,11 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     for index, source in cells:
         if source in handed_out:
             continue  # the notebook's own code, as handed out
+        if time.monotonic() > deadline:
+            review.append(
+                f"cells from {index} on were not read by the checks: reading took over {PLAN_SECONDS:g} s"
+            )
+            break
         try:
             found = _reaches_harness(source)
             dynamic = _dynamic(source)
@@ -392,10 +414,14 @@ def _too_big(source: str) -> str:
     lines = source.count("\n") + 1
     if lines > MAX_CELL_LINES:
         return f"{lines} lines (at most {MAX_CELL_LINES})"
-    magic = sum(1 for line in source.splitlines() if line.lstrip()[:1] in ("%", "!"))
+    magic = _magic_lines(source)
     if magic > MAX_MAGIC_LINES:
         return f"{magic} lines of IPython syntax (at most {MAX_MAGIC_LINES})"
     return ""
+
+
+def _magic_lines(source: str) -> int:
+    return sum(1 for line in source.splitlines() if line.lstrip()[:1] in ("%", "!"))
 
 
 @functools.lru_cache(maxsize=256)

@@ -100,9 +100,20 @@ def check_line(line: bytes, prefix: bytes, max_depth: int = MAX_LINE_DEPTH) -> b
     brackets = _STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
     if len(brackets) <= max_depth:
         return True
-    codes = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((codes == 0x5B) | (codes == 0x7B), 1, -1).astype(np.int64)
-    return int(np.cumsum(steps).max()) <= max_depth
+    depth = 0
+    for start in range(0, len(brackets), _CHUNK):  # a nested line fails in its first chunk
+        codes = np.frombuffer(
+            brackets, dtype=np.uint8, count=min(_CHUNK, len(brackets) - start), offset=start
+        )
+        steps = np.where((codes == 0x5B) | (codes == 0x7B), 1, -1).astype(np.int32)
+        levels = np.cumsum(steps) + depth
+        if int(levels.max()) > max_depth:
+            return False
+        depth = int(levels[-1])
+    return True
+
+
+_CHUNK = 1 << 16
 
 
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
