@@ -267,7 +267,7 @@ def decode_step(
     Returns
     -------
     torch.Tensor
-        ``(B, Hq, t, Ev)``.
+        ``(B, Hq, t, Ev)``, the attention output of the ``t`` new positions.
 
     Examples
     --------

@@ -244,10 +244,9 @@ def online_rescale_(
 
     Parameters
     ----------
-    m, l : torch.Tensor
-        ``(..., Bq, 1)``, the running maximum and sum; updated in place.
-    acc : torch.Tensor
-        ``(..., Bq, Ev)``, the running weighted sum of values; rescaled in place.
+    m, l, acc : torch.Tensor
+        The running state ``(..., Bq, 1)``, ``(..., Bq, 1)``, ``(..., Bq, Ev)``
+        of :func:`online_update_`, moved to the new maximum in place.
     p : torch.Tensor
         ``(..., Bq, Bk)``, the tile's scores; overwritten with ``exp(p - m_new)``.
     exp_ : callable, default torch.Tensor.exp_
@@ -277,13 +276,7 @@ def online_rescale_(
     m.copy_(m_new)
 
 
-def online_update_(
-    m: torch.Tensor,
-    l: torch.Tensor,
-    acc: torch.Tensor,
-    scores: torch.Tensor,
-    value: torch.Tensor,
-) -> None:
+def online_update_(m, l, acc, scores, value) -> None:
     """The online-softmax update, in place: fold one tile of scores into ``(m, l, acc)``.
 
     For every query row: ``m_new = max(m, max_j s_j)``, ``c = exp(m - m_new)``,

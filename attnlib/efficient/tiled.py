@@ -551,32 +551,3 @@ class _TiledAttention(torch.autograd.Function):
         q, k, v, out, lse2 = ctx.saved_tensors
         dq, dk, dv = _backward(q, k, v, out, lse2, grad_out, ctx.plan)
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
-
-
-class _TiledAttention(torch.autograd.Function):
-    """Tiled attention with a memory-efficient backward (FlashAttention-2).
-
-    Saves q, k, v, the output and the per-row log-sum-exp: O(L + S) numbers,
-    never a score tile.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, plan):
-        out, lse2 = _forward(q, k, v, plan)
-        out = out.to(q.dtype)
-        ctx.save_for_backward(q, k, v, out, lse2)
-        ctx.plan = plan
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        if torch.is_grad_enabled():
-            raise RuntimeError(
-                "tiled_attention supports one backward pass, not double backward "
-                "(create_graph=True): its backward recomputes the tiles without recording "
-                "a graph. Use torch.nn.functional.scaled_dot_product_attention for "
-                "higher-order gradients."
-            )
-        q, k, v, out, lse2 = ctx.saved_tensors
-        dq, dk, dv = _backward(q, k, v, out, lse2, grad_out, ctx.plan)
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
