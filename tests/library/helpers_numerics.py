@@ -8,6 +8,12 @@ Tolerances (stated once, used everywhere):
   a softmax-weighted sum of O(1) values accumulates a few of them).
 * float16/bfloat16 against the float64 reference: atol 1e-2 (the output is
   only rounded to half precision, everything inside runs in float32).
+* float32 against a float32 result (torch's float32 kernels, or the float64
+  reference rounded to float32): torch's own float32 defaults, atol 1e-5 and
+  rtol 1.3e-6 (``TOL32``); the tiled loops sum in another order than torch.
+* float64 tiled attention against the float64 reference: atol 1e-12 and rtol
+  1e-10 (``TOL64_TILED``): the online softmax rescales each row once per tile,
+  which costs a few more ulps than one softmax.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ RTOL64 = 1e-12
 ATOL32 = 1e-6
 RTOL32 = 0.0
 ATOL16 = 1e-2
+TOL32 = {"atol": 1e-5, "rtol": 1.3e-6}
+TOL64_TILED = {"atol": ATOL64, "rtol": 1e-10}
 
 
 def assert_close64(actual, expected):
@@ -77,3 +85,9 @@ def weights_reference(query, key, attn_mask=None, is_causal=False, scale=None):
             scores = scores + attn_mask
     weights = torch.softmax(scores, dim=-1)
     return torch.nan_to_num(weights, nan=0.0)
+
+
+def sdpa64(query, key, value, **kwargs):
+    """torch's SDPA in float64, cast back to ``query``'s dtype (the reference of a lower precision)."""
+    out = F.scaled_dot_product_attention(query.double(), key.double(), value.double(), **kwargs)
+    return out.to(query.dtype)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers_numerics import TOL32, TOL64_TILED, sdpa64
 
 import attnlib.efficient as eff
 from attnlib.efficient import (
@@ -21,8 +22,8 @@ from attnlib.efficient import (
     tiled_attention,
 )
 
-F32 = {"atol": 1e-5, "rtol": 1.3e-6}
-F64 = {"atol": 1e-12, "rtol": 1e-10}
+F32, F64 = TOL32, TOL64_TILED  # tests/library/helpers_numerics.py states them
+reference = sdpa64
 
 
 def qkv(*shape_qk, S=None, Ev=None, dtype=torch.float32, seed=0):
@@ -34,12 +35,6 @@ def qkv(*shape_qk, S=None, Ev=None, dtype=torch.float32, seed=0):
     k = torch.randn(*lead, S, E, generator=g, dtype=dtype)
     v = torch.randn(*lead, S, Ev, generator=g, dtype=dtype)
     return q, k, v
-
-
-def reference(q, k, v, **kw):
-    """torch SDPA in float64, cast back."""
-    out = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw)
-    return out.to(q.dtype)
 
 
 # ---------------------------------------------------------------- online softmax

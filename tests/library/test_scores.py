@@ -87,11 +87,23 @@ def test_additive_against_loop(q_shape, k_shape, out_shape):
     assert_close64(out, ref)
 
 
-def test_gradients_flow():
-    q = randn(2, 3, 4, seed=14).requires_grad_()
-    k = randn(2, 5, 4, seed=15).requires_grad_()
-    cosine_scores(q, k).sum().backward()
-    assert torch.isfinite(q.grad).all() and torch.isfinite(k.grad).all()
+def test_cosine_gradients_equal_autograd_through_torch():
+    """dQ and dK of cosine_scores equal autograd's through F.cosine_similarity (same eps)."""
+    q = randn(2, 3, 4, seed=14)
+    k = randn(2, 5, 4, seed=15)
+    upstream = randn(2, 3, 5, seed=16)  # a weighted sum, not .sum(): every entry has its own weight
+    grads = []
+    for scores in (
+        cosine_scores,
+        lambda a, b: F.cosine_similarity(a.unsqueeze(-2), b.unsqueeze(-3), dim=-1, eps=1e-8),
+    ):
+        qq, kk = q.clone().requires_grad_(), k.clone().requires_grad_()
+        (scores(qq, kk) * upstream).sum().backward()
+        grads.append((qq.grad, kk.grad))
+    (dq, dk), (dq_ref, dk_ref) = grads
+    assert_close64(dq, dq_ref)
+    assert_close64(dk, dk_ref)
+    assert dq.abs().max() > 1e-3, "a zero gradient would pass trivially"
 
 
 def test_errors_name_shapes():
