@@ -269,8 +269,9 @@ def grade(
     order = [s.student for s in subs]
     lock = threading.Lock()
 
+    typed = {k: Record.from_dict(v) for k, v in records.items()}  # kept in step with records
+
     def write_csv():
-        typed = {k: Record.from_dict(v) for k, v in records.items()}
         report.write_gradebook(out, scores.build(info, typed, sources))
 
     write_csv()
@@ -309,6 +310,7 @@ def grade(
             slots.put(slot)
         with lock:
             records[sub.student] = record
+            typed[sub.student] = Record.from_dict(record)
             write_csv()
             if not quiet:
                 progress.update(record)

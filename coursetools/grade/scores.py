@@ -265,7 +265,8 @@ def build(info: ClassInfo, records: dict[str, Record], sources: Sources) -> Clas
                 adjustments.append(
                     Adjustment(AdjustmentKind.MANUAL, question, None, given.points, given.comment)
                 )
-        judged = record.status is not Status.UNREADABLE and all(scores[k] is not None for k in item_points)
+        # every item has a final score (an unreadable upload graded by hand through overrides counts)
+        judged = all(scores[k] is not None for k in item_points)
         total = round(sum(float(scores[k]) for k in item_points), 6) if judged else None
         if total is not None and sources.policy is not None:
             penalty, reason = sources.policy.penalty(roster, sum(item_points.values()))

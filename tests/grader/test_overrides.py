@@ -159,3 +159,22 @@ def test_overrides_survive_a_regrade_and_every_order_gives_the_same_files(tmp_pa
     same = [k for k in seen[0] if k == "grades.csv" or k.startswith("feedback/")]
     assert len(same) == 3 and all(seen[0][k] == seen[1][k] for k in same)
     assert (out / "overrides.csv").read_text().startswith("student,exercise,points,reason")
+
+
+def test_an_unreadable_upload_graded_by_hand_gets_a_total(tmp_path):
+    points = {"ex-9-1": 2.0}
+    pdf = _record("knuth", {"ex-9-1": None}, points)
+    pdf.update(status="unreadable", total=None)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "overrides.csv").write_text(
+        "student,exercise,points,reason\nknuth,ex-9-1,1.5,read the PDF by hand\n"
+    )
+    fake_class.write_graded(out, [pdf])
+    row = _grades(out)["knuth"]
+    assert (
+        row["total"] == "1.5"
+        and row["status"] == "unreadable"
+        and "read the PDF by hand" in row["adjustments"]
+    )
+    assert _results(out, "knuth")["score"] == pytest.approx(1.5)
