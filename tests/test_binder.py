@@ -133,7 +133,8 @@ def execute_notebooks(python: Path, env: dict[str, str], paths: list[Path], work
     driver.write_text(DRIVER, encoding="utf-8")
     out = work / "results.json"
     budget = 200 * len(paths)  # generous: each chapter is meant to run in under 60 s
-    proc = run([str(python), str(driver), str(out), *map(str, paths)], log, env=env, timeout=budget)
+    cmd = [str(python), str(driver), str(out), *map(str, paths)]
+    proc = run(cmd, log, env=env, cwd=work, timeout=budget)
     assert out.is_file(), "the driver wrote no result:\n" + "\n".join(log[-2:])
     results = json.loads(out.read_text())
     assert proc.returncode == 0, "\n".join(log[-1:])
@@ -180,14 +181,27 @@ def test_binder_environment_runs_every_chapter_and_exercise(tmp_path):
     assert set(results) == set(map(str, paths))
 
 
+def python_in(python: Path, env: dict[str, str], code: str) -> str:
+    """Run ``code`` with the environment's python; its output.
+
+    Run from the environment's bin/ folder: ``python -c`` puts its working folder on
+    sys.path, and a checkout's ``attnlib.egg-info`` there would count as installed.
+    """
+    proc = subprocess.run(
+        [str(python), "-c", code], env=env, cwd=python.parent, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def installed(python: Path, env: dict[str, str]) -> dict[str, str]:
     """{distribution name (normalized): version} in the environment of ``python``."""
     code = (
         "import importlib.metadata as m, json;"
         "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
     )
-    out = subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True, check=True)
-    return {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in json.loads(out.stdout).items()}
+    out = python_in(python, env, code)
+    return {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in json.loads(out).items()}
 
 
 def requirement_closure(python: Path, env: dict[str, str], name: str) -> set[str]:
@@ -210,8 +224,7 @@ def requirement_closure(python: Path, env: dict[str, str], name: str) -> set[str
                     todo.append(r.name)
         print(json.dumps(sorted(seen)))
     """)
-    out = subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True, check=True)
-    return set(json.loads(out.stdout))
+    return set(json.loads(python_in(python, env, code)))
 
 
 def declared_packages() -> list[str]:
@@ -268,8 +281,7 @@ def test_colab_setup_cell_installs_what_is_missing_and_every_notebook_runs(tmp_p
     # The learner's wheel holds exactly the packages pyproject.toml declares (attnlib's own, and
     # coursetools only while pyproject still lists it).
     code = "import importlib.metadata as m; print(m.distribution('attnlib').read_text('top_level.txt'))"
-    top = subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True, check=True)
-    top = top.stdout.split()
+    top = python_in(python, env, code).split()
     assert sorted(top) == declared_packages(), (top, declared_packages())
 
     timing = ", ".join(f"{Path(p).stem[:12]} {r['seconds']}s" for p, r in results.items())
