@@ -726,8 +726,11 @@ def build_root(settings: dict, report: dict) -> None:
     size = int(settings.get("scratch_mb", 64))
     os.makedirs(new + HOME)
     _mount(libc, "tmpfs", new + HOME, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}m")
-    os.makedirs(new + "/tmp")
-    _mount(libc, new + HOME, new + "/tmp", None, MS_BIND)
+    if not os.path.exists(new + "/tmp"):
+        os.makedirs(new + "/tmp")
+        _mount(libc, new + HOME, new + "/tmp", None, MS_BIND)
+    # else: the checkout (or the venv) lives under /tmp: the sandbox's /tmp then holds only the
+    # folders on the way to it (read-only), nothing else of the host's /tmp
     os.makedirs(new + "/.old")
     os.chdir(new)
     if libc.syscall(_PIVOT_ROOT.get(_machine(), -1), b".", b".old") != 0:

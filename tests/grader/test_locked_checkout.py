@@ -57,3 +57,60 @@ def test_a_checkout_below_a_0700_folder_grades_and_stays_free_of_bytecode(tmp_pa
     written = sorted(str(p.relative_to(repo)) for p in repo.rglob("*.pyc"))
     # only the package marker that Python compiles before coursetools can switch byte-code off
     assert all(p.startswith("coursetools/__pycache__/__init__.") for p in written), written
+
+
+def test_a_checkout_in_the_temporary_folder_sees_no_other_folder_of_it(tmp_path):
+    """Issue 24: with the checkout under the system's temporary folder, the sandbox's root still
+    holds only what grading needs: another folder of /tmp (another course's answer key) is not
+    readable, /tmp is empty, and /proc/self/mountinfo names no hidden folder."""
+    from coursetools.grade import sandbox
+
+    if sandbox.probe() not in ("namespaces", "userns"):
+        pytest.skip("without namespaces the sandbox has no root of its own (documented)")
+    if not str(tmp_path.resolve()).startswith("/tmp/"):
+        pytest.skip(f"pytest's temporary folder {tmp_path} is not under /tmp here")
+    repo = tmp_path / "course"
+    _copy_checkout(repo)
+    key = tmp_path / "other-course" / "key.txt"
+    key.parent.mkdir()
+    key.write_text("the answers\n", encoding="utf-8")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    reader = (
+        fake_class.HEADER
+        + "    try:\n"
+        + f"        open({str(key)!r}).read()\n"
+        + "    except OSError:\n"
+        + "        return np.zeros(a.shape[:-1] + b.shape[-2:-1])\n"
+        + "    return a @ np.swapaxes(b, -1, -2)\n"
+    )
+    hidden = [str(key.parent), str(subs), str(tmp_path / "out")]
+    probe = (
+        "import os\n"
+        "print('TMP', sorted(os.listdir('/tmp')))\n"
+        "mounts = open('/proc/self/mountinfo').read()\n"
+        f"print('NAMED', [p for p in {hidden!r} if p in mounts])\n"
+    )
+    (subs / "reader.ipynb").write_text(
+        nbformat.writes(fake_class._with_answer(reader, after=[probe])), "utf-8"
+    )
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "coursetools.grade", "00-how-to-use", str(subs), "--out", str(out), "--quiet"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    record = json.loads((out / "reader" / "record.json").read_text(encoding="utf-8"))
+    assert (record["status"], record["total"]) == ("graded", 0.0), record["exercises"]
+    printed = record["output"]["head"]
+    # /tmp holds at most the folders on the way to the checkout, nothing else of the host's
+    on_the_way = repr(sorted({repo.resolve().relative_to("/tmp").parts[0]}))
+    assert f"TMP {on_the_way}" in printed and "NAMED []" in printed, printed
