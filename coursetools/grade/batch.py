@@ -117,6 +117,9 @@ def assignment_digest(path: Path, points: dict[str, float]) -> str:
     return h.hexdigest()[:16]
 
 
+GRADEBOOK_EVERY = 2.0  # seconds between two rewrites of grades.csv while grading
+
+
 def split_strays(subs: list[Submission], folder: Path) -> tuple[list[Submission], list[str]]:
     """The submissions, and the files at the top of ``folder`` that are not (a stray
     ``notes.txt``: not a notebook, and not a learner's upload staged from an LMS download,
@@ -271,8 +274,14 @@ def grade(
 
     typed = {k: Record.from_dict(v) for k, v in records.items()}  # kept in step with records
 
-    def write_csv():
-        report.write_gradebook(out, scores.build(info, typed, sources))
+    written = [0.0]  # when grades.csv was last written
+
+    def write_csv(every: float = 0.0):
+        """grades.csv with every learner (pending ones too), at most once per ``every`` seconds:
+        a class of a thousand is not rewritten a thousand times; publish() writes the last."""
+        if time.monotonic() - written[0] >= every:
+            report.write_gradebook(out, scores.build(info, typed, sources))
+            written[0] = time.monotonic()
 
     write_csv()
     progress = report.Progress(len(subs), progress_stream)
@@ -311,7 +320,7 @@ def grade(
         with lock:
             records[sub.student] = record
             typed[sub.student] = Record.from_dict(record)
-            write_csv()
+            write_csv(every=GRADEBOOK_EVERY)
             if not quiet:
                 progress.update(record)
 
