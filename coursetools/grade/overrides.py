@@ -12,14 +12,16 @@ student id of ``roster.csv``; ``exercise`` an exercise id of the assignment;
 exercise; the rest of the grade is untouched.
 
 The file lives in the output folder (``OUT/overrides.csv``, or any path given
-with ``--overrides``) and is never written by the grader, so a regrade keeps
-it: :func:`apply` runs after every grading and merges it, from the grader's
-records (never from a previous merge, so applying twice changes nothing), into
-
-* ``OUT/grades.csv``: the exercise's column, ``total``, and an ``adjustments``
-  column that says what changed and why;
-* ``OUT/<student>/results.json`` (Gradescope's format): a test per adjustment,
-  ``max_score`` 0, whose score is the difference, and the top-level ``score``.
+with ``--overrides``, remembered in ``OUT/class.json``) and is never written by the
+grader, so a regrade keeps it. This module reads and checks its rows
+(:func:`read`, :func:`resolve`); :mod:`coursetools.grade.scores` applies them,
+always to the grader's own records (never to a previous merge, so applying twice
+changes nothing), and every output is rendered from the result
+(:func:`coursetools.grade.publish.publish`): the exercise's column, ``total`` and
+``adjustments`` of ``grades.csv``, a test per adjustment in ``results.json``, the
+learner's feedback (*What your instructor changed*), ``report.html``, the summary
+and the LMS exports. :func:`apply` (``python -m coursetools.grade overrides OUT``)
+does that without regrading.
 
 Rows that cannot be applied (an unknown student or exercise, points that are
 not a number or out of range) are reported and skipped; when a student and
@@ -37,7 +39,6 @@ from coursetools.grade.record import Record, number
 
 FILENAME = "overrides.csv"
 FIELDS = ("student", "exercise", "points", "reason")
-ADJUSTED = ": adjusted by your instructor"
 
 
 @dataclass
