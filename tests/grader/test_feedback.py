@@ -80,18 +80,19 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
-def test_help_lists_every_subcommand_and_each_names_itself():
-    from coursetools.grade.__main__ import SUBCOMMANDS
+def test_help_lists_every_subcommand_and_each_names_itself(capsys):
+    import pytest
 
-    top = _run("--help")
-    assert top.returncode == 0
+    from coursetools.grade.__main__ import SUBCOMMANDS, main
+
+    top = _run("--help")  # the console entry point, once
+    assert top.returncode == 0 and "--show-hidden-inputs" in top.stdout
     for name, (_, line) in SUBCOMMANDS.items():
         assert f"python -m coursetools.grade {name}" in top.stdout and line in top.stdout
-        sub = _run(name, "--help")
-        assert sub.returncode == 0 and sub.stdout.startswith(f"usage: python -m coursetools.grade {name} "), (
-            name
-        )
-    assert "--show-hidden-inputs" in top.stdout
+        with pytest.raises(SystemExit) as stop:  # each subcommand's own --help, in this process
+            main([name, "--help"])
+        assert stop.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: python -m coursetools.grade {name} "), name
 
 
 def test_skipped_cells_are_listed_by_their_code_cell_numbers():
