@@ -81,8 +81,9 @@ def _fence(text: str, char: str = "`", least: int = 1) -> str:
 
 
 def md_code(text: object) -> str:
-    """An inline Markdown code span holding ``text`` literally (on one line)."""
-    body = visible(text)
+    """An inline Markdown code span holding ``text`` literally (on one line: its lines
+    joined with `` / ``)."""
+    body = visible(" / ".join(line.strip() for line in str(text).splitlines() if line.strip()))
     fence = _fence(body)
     pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
     return f"{fence}{pad}{body}{pad}{fence}"
