@@ -4,7 +4,7 @@ Each function draws one diagram in the course's figure style (:mod:`attnlib.plot
 5 inches wide, no text under 9 points, so it stays readable on a phone) and returns the
 ``Figure``. The chapters show them; nothing here is measured, so a diagram is the
 same on every machine. Where a diagram shows numbers (the softmax weights of one
-query, RoPE's angles, ALiBi's biases) they are computed here from the formulas the
+query) they are computed here from the formulas the
 chapters derive, not typed in.
 
 =============================  =======  ======================================================
@@ -17,8 +17,6 @@ function                       chapter  the idea
 :func:`draw_cross_attention`   07       encoder-decoder, cross attention, where masks go
 :func:`draw_tiles`             08       the tile grid, skipped causal tiles, running m and l
 :func:`draw_memory_hierarchy`  08       fast small memory beside slow large memory
-:func:`draw_rope_rotation`     09       RoPE: rotate q by m*theta, k by n*theta
-:func:`draw_alibi_bias`        09       ALiBi's bias per head
 :func:`draw_norm_placement`    10       post-norm and pre-norm blocks
 =============================  =======  ======================================================
 """
@@ -449,124 +447,6 @@ def draw_memory_hierarchy():
     return fig
 
 
-def rope_angles(m: int, n: int, theta: float) -> tuple[float, float, float]:
-    """The angles RoPE turns a 2-D pair by: ``(m * theta, n * theta, (n - m) * theta)`` in radians."""
-    return m * theta, n * theta, (n - m) * theta
-
-
-def draw_rope_rotation(m: int = 2, n: int = 5, shift: int = 3, theta: float = 0.3):
-    """Chapter 09: RoPE turns a query at position m by m*theta and a key at n by n*theta.
-
-    Two panels: positions (m, n) and (m + shift, n + shift). Both vectors turn further in
-    the second, but the angle between them, (n - m) * theta, is the same, so their dot
-    product (the score) depends only on the offset n - m.
-
-    Parameters
-    ----------
-    m, n : int, optional
-        Positions of the query and the key.
-    shift : int, optional
-        How far both move in the second panel.
-    theta : float, optional
-        The pair's frequency in radians per position.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    import matplotlib.pyplot as plt
-
-    use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 2.9))
-    q0 = np.array([1.0, 0.15])
-    k0 = 0.8 * q0  # same direction at position 0: the angle between them is RoPE's alone
-    base_q, base_k = np.arctan2(q0[1], q0[0]), np.arctan2(k0[1], k0[0])
-    for ax, (pm, pn) in zip(axes, ((m, n), (m + shift, n + shift)), strict=True):
-        a_q, a_k, _ = rope_angles(pm, pn, theta)
-        for vec0, base, angle, color, name in ((q0, base_q, a_q, ORANGE, "q"), (k0, base_k, a_k, BLUE, "k")):
-            r = float(np.hypot(*vec0))
-            end = r * np.array([np.cos(base + angle), np.sin(base + angle)])
-            ax.annotate(
-                "", xy=end, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": color, "lw": 1.8}
-            )
-            ax.text(
-                *(1.12 * end),
-                f"${name}$ at {pm if name == 'q' else pn}",
-                color=color,
-                fontsize=MIN_FONT_SIZE,
-                ha="center",
-                va="center",
-            )
-        a0, a1 = base_q + a_q, base_k + a_k
-        arc = np.linspace(a0, a1, 30)
-        ax.plot(0.35 * np.cos(arc), 0.35 * np.sin(arc), color=GREY)
-        ax.set_title(f"positions {pm} and {pn}", fontsize=MIN_FONT_SIZE + 1)
-        ax.set_xlim(-1.5, 1.5)
-        ax.set_ylim(-1.5, 1.5)
-        ax.set_aspect("equal")
-        ax.axhline(0, color="#dddddd", lw=0.8)
-        ax.axvline(0, color="#dddddd", lw=0.8)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.supxlabel(f"angle between them: $(n - m)\\,\\theta$ = {(n - m) * theta:.1f} rad in both", fontsize=FS)
-    fig.tight_layout()
-    return fig
-
-
-def alibi_slopes(num_heads: int) -> np.ndarray:
-    """ALiBi's head slopes for a power-of-two head count: ``2 ** (-8 * h / num_heads)``, h = 1..num_heads.
-
-    Press et al. (2022), section 3: a geometric sequence starting at ``2 ** (-8 / num_heads)``.
-    """
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int | np.integer) or num_heads < 1:
-        raise ValueError(f"alibi_slopes: num_heads must be a positive integer, got {num_heads!r}")
-    if num_heads & (num_heads - 1):
-        raise ValueError(f"alibi_slopes: num_heads must be a power of two here, got {num_heads}")
-    return 2.0 ** (-8.0 * np.arange(1, num_heads + 1) / num_heads)
-
-
-def draw_alibi_bias(num_heads: int = 4, length: int = 8):
-    """Chapter 09: ALiBi adds ``-slope * (i - j)`` to query i's score for key j <= i, one slope per head.
-
-    Parameters
-    ----------
-    num_heads : int, optional
-        A power of two (1 to 8).
-    length : int, optional
-        Positions drawn (2 to 12).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    import matplotlib.pyplot as plt
-
-    slopes = alibi_slopes(num_heads)
-    if isinstance(length, bool) or not isinstance(length, int | np.integer) or not 2 <= length <= 12:
-        raise ValueError(f"draw_alibi_bias: length must be an integer from 2 to 12, got {length!r}")
-    use_course_style()
-    cols = min(num_heads, 2)
-    rows = int(np.ceil(num_heads / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, 1.9 * rows + 0.7), squeeze=False)
-    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
-    distance = (i - j).astype(float)
-    lowest = -slopes[0] * (length - 1)
-    for h, ax in enumerate(axes.flat):
-        if h >= num_heads:
-            ax.axis("off")
-            continue
-        bias = np.where(j <= i, -slopes[h] * distance, np.nan)
-        image = ax.imshow(bias, cmap="viridis", vmin=lowest, vmax=0.0)
-        ax.set_title(f"head {h + 1}: slope 1/{1 / slopes[h]:g}", fontsize=MIN_FONT_SIZE)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.supxlabel(
-        "key position j (left to right); query i (top to bottom); blank: masked", fontsize=MIN_FONT_SIZE
-    )
-    fig.colorbar(image, ax=axes, fraction=0.03, pad=0.02, label="bias")
-    return fig
-
-
 def draw_norm_placement():
     """Chapter 10: LayerNorm after the residual addition (post-norm) or before the sublayer (pre-norm).
 
@@ -626,8 +506,6 @@ def draw_norm_placement():
 
 
 __all__ = [
-    "alibi_slopes",
-    "draw_alibi_bias",
     "draw_alignment",
     "draw_bottleneck",
     "draw_cross_attention",
@@ -635,7 +513,5 @@ __all__ = [
     "draw_memory_hierarchy",
     "draw_norm_placement",
     "draw_query_key_value",
-    "draw_rope_rotation",
     "draw_tiles",
-    "rope_angles",
 ]

@@ -30,22 +30,6 @@ def test_every_diagram_is_page_wide_and_readable(name):
         plt.close(fig)
 
 
-def test_alibi_slopes_follow_press_et_al():
-    # Press et al. (2022), section 3: for 8 heads 1/2, 1/4, ..., 1/256; for 2 heads 1/16, 1/256
-    np.testing.assert_allclose(diagrams.alibi_slopes(8), [2.0**-k for k in range(1, 9)])
-    np.testing.assert_allclose(diagrams.alibi_slopes(2), [2.0**-4, 2.0**-8])
-    with pytest.raises(ValueError, match="num_heads must be a power of two"):
-        diagrams.alibi_slopes(3)
-    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
-        diagrams.alibi_slopes(0)
-
-
-def test_rope_angle_between_depends_only_on_the_offset():
-    for m, n in ((2, 5), (7, 10), (100, 103)):
-        a_q, a_k, between = diagrams.rope_angles(m, n, 0.3)
-        assert between == pytest.approx(a_k - a_q) == pytest.approx(0.9)
-
-
 def test_query_key_value_draws_the_softmax_of_the_scores():
     import matplotlib.pyplot as plt
 
@@ -65,7 +49,6 @@ def test_query_key_value_draws_the_softmax_of_the_scores():
         (lambda: diagrams.draw_tiles(n_key_tiles=1), "n_key_tiles must be an integer from 2 to 8"),
         (lambda: diagrams.draw_alignment(weights=np.ones((2, 2))), r"weights must have shape \(5, 5\)"),
         (lambda: diagrams.draw_query_key_value([1.0]), "scores must be 2 to 6 numbers"),
-        (lambda: diagrams.draw_alibi_bias(length=40), "length must be an integer from 2 to 12"),
     ],
 )
 def test_bad_arguments_are_named(call, message):
