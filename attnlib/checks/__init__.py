@@ -12,3 +12,4 @@ from attnlib.checks.core import *  # noqa: F403  (core.__all__ is the one list o
 from attnlib.checks.forbidden import find_forbidden
 
 __all__ = [*core.__all__, "find_forbidden"]
+from attnlib.checks.summary import check_all as check_all  # the last cell of every exercise notebook
