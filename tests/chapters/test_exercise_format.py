@@ -157,6 +157,45 @@ def test_generator_rejects_duplicate_ids():
         assign.make_exercise(_nb(_answer_cell(src), _answer_cell(src)))
 
 
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=_ids())
+def test_generated_notebook_ends_with_the_check_all_cell(solution):
+    """assign appends the "check all" cells (#26 item 8); the solution itself holds none."""
+    from coursetools.assign import CHECK_ALL, CHECK_ALL_IDS
+
+    nb = nbformat.read(solution, as_version=4)
+    assert not any(cell.get("id") in CHECK_ALL_IDS for cell in nb.cells)
+    assert not any(assign.exercise_meta(c).get("check") == CHECK_ALL for c in nb.cells)
+    exercise = assign.make_exercise(nb, solution.name)
+    intro, last = exercise.cells[-2:]
+    assert intro.cell_type == "markdown" and intro.id == "check-all-intro"
+    assert last.cell_type == "code" and last.id == "check-all"
+    assert assign.exercise_meta(last) == {"check": "all"} and "check" in last.metadata.tags
+    points = assign.exercise_ids(nb)
+    namespace = {}
+    exec(last.source.replace("from attnlib.checks import check_all", ""), {"check_all": _record(namespace)})
+    assert namespace == {"points": points}, "the cell checks every exercise, with its points"
+    assert all(len(line) <= 79 for line in last.source.splitlines())
+    nbformat.validate(exercise)
+
+
+def _record(into):
+    def check_all(**kwargs):
+        into.update(kwargs)
+
+    return check_all
+
+
+def test_generator_adds_no_check_all_cell_without_exercises_and_refuses_one_in_a_solution():
+    plain = assign.make_exercise(_nb(nbformat.v4.new_code_cell("x = 1")))
+    assert [c.source for c in plain.cells] == ["x = 1"]
+    src = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+    generated = assign.make_exercise(_nb(_answer_cell(src)))
+    assert generated.cells[-1].id == "check-all"
+    kept = _nb(_answer_cell(src), *generated.cells[-2:])  # a solution that kept the generated cells
+    with pytest.raises(assign.AssignError, match="check-all cells are generated"):
+        assign.make_exercise(kept)
+
+
 def test_check_mode_reports_stale_notebooks(tmp_path, capsys):
     out = tmp_path / "exercises"
     assert assign.main([str(SOLUTIONS[0]), "--out", str(out), "--check"]) == 1
