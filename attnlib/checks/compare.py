@@ -9,6 +9,7 @@ tolerance that fits the answer's precision.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -115,7 +116,7 @@ def _precision(arr: np.ndarray) -> np.dtype | None:
     return None
 
 
-def _compare_arrays(expected, got, rtol: float, atol: float, where: str, slack=None):
+def _compare_arrays(expected, got, rtol: float, atol: float, where: str, slack=None, precision=None):
     if got.shape != expected.shape:
         msg = f"{where}expected shape {expected.shape}, got {got.shape}"
         if got.ndim >= 2 and got.swapaxes(-1, -2).shape == expected.shape:
@@ -139,8 +140,13 @@ def _compare_arrays(expected, got, rtol: float, atol: float, where: str, slack=N
                 f"expected {_fmt(expected[idx])}, got {_fmt(got[idx])}"
             )
         return True, ""
-    # numbers: tolerances fit the less precise of the two dtypes
-    low = [d for d in (_precision(expected), _precision(got)) if d is not None]
+    # numbers: tolerances fit the question's precision (the expected output's dtype, or the
+    # case's inputs' when given), never the answer's: an answer cast to float16 is judged
+    # at the float32 question's precision, not float16's (issue 25)
+    # One allowance: an answer in float32 (torch's default) or below is judged at float32 at
+    # least, never at float16's width: a correct float32 answer passes a float64 question.
+    answer = np.dtype(np.float32) if _precision(got) is not None else None
+    low = [d for d in (_precision(expected), precision, answer) if d is not None]
     if low:
         eps = max(float(np.finfo(d).eps) for d in low)
         rtol = max(rtol, 16 * eps)
@@ -179,16 +185,20 @@ def _compare_arrays(expected, got, rtol: float, atol: float, where: str, slack=N
     )
 
 
-def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-6, where="", slack=None):
+def compare_outputs(
+    expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-6, where="", slack=None, precision=None
+):
     """Compare two outputs made by :func:`to_arrays`; return ``(ok, message)``.
 
     Dtype kinds are compared strictly (booleans, integers, floating-point
     numbers, complex numbers: see :func:`_kind_message`). Tolerances are at
-    least 16 machine epsilons of the less precise dtype, so a correct float32
-    answer is judged at float32 precision. ``slack`` (same structure as
-    ``expected``, or None) adds an allowed absolute difference per element:
-    :func:`judge_case` passes how far the reference itself moves when computed
-    in the answer's precision.
+    least 16 machine epsilons of the *question's* precision: the expected
+    output's dtype, or ``precision`` (the case's inputs', see
+    :func:`question_precision`) when that is lower. The answer's own dtype
+    loosens them down to float32 at most (torch's default precision): a
+    float32 answer passes a float64 question, but a float32 question answered
+    in float16 is judged at float32's tolerance. ``slack`` (same structure as ``expected``, or None)
+    adds an allowed absolute difference per element.
 
     The message names the first difference: the structure, the shape (with a
     guess at the cause when the shape is a transposition or a reshape of the
@@ -200,7 +210,9 @@ def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1
             return False, f"{where}expected a tuple of {len(expected)}, got {_describe(got)}"
         for i, (e, g) in enumerate(zip(expected, got, strict=True)):
             s = slack[i] if isinstance(slack, tuple) and len(slack) == len(expected) else None
-            ok, msg = compare_outputs(e, g, rtol, atol, where=f"{where}item {i}: ", slack=s)
+            ok, msg = compare_outputs(
+                e, g, rtol, atol, where=f"{where}item {i}: ", slack=s, precision=precision
+            )
             if not ok:
                 return ok, msg
         return True, ""
@@ -210,7 +222,7 @@ def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1
         for key in sorted(expected):
             s = slack.get(key) if isinstance(slack, dict) else None
             ok, msg = compare_outputs(
-                expected[key], got[key], rtol, atol, where=f"{where}[{key!r}]: ", slack=s
+                expected[key], got[key], rtol, atol, where=f"{where}[{key!r}]: ", slack=s, precision=precision
             )
             if not ok:
                 return ok, msg
@@ -219,15 +231,56 @@ def compare_outputs(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1
         return (got is None), ("" if got is None else f"{where}expected None, got {_describe(got)}")
     if not isinstance(got, np.ndarray):
         return False, f"{where}expected {_describe(expected)}, got {_describe(got)}"
-    return _compare_arrays(np.asarray(expected), got, rtol, atol, where, slack)
+    return _compare_arrays(np.asarray(expected), got, rtol, atol, where, slack, precision)
 
 
-def _lowest_precision(value: Any) -> np.dtype | None:
-    """The least precise floating dtype (below float64) in an output, or None."""
+def question_precision(inputs: tuple, expected: Any = None) -> np.dtype | None:
+    """The precision a case asks for: the least precise floating dtype (below float64) among
+    the case's inputs (arrays, tensors, a module's parameters) and the reference's output.
+
+    None when they are float64; float32 (torch's default) when the inputs hold no
+    floating value at all. The judge takes its tolerances from this, never from
+    the answer.
+    """
+    torch = sys.modules.get("torch")  # inputs can hold tensors only where torch is imported
+    found: list[np.dtype] = []  # the dtypes of every floating value
+
+    def visit(x: Any) -> None:
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
+            found.append(x.dtype)
+        elif isinstance(x, (tuple, list)):
+            for item in x:
+                visit(item)
+        elif isinstance(x, dict):
+            for item in x.values():
+                visit(item)
+        elif torch is not None and isinstance(x, torch.Tensor) and x.is_floating_point():
+            visit(to_arrays(x.detach().flatten()[:0]))  # the dtype, no copy (bfloat16 -> float32)
+        elif torch is not None and isinstance(x, torch.nn.Module):
+            for p in x.parameters():
+                visit(p)
+
+    visit(inputs)
+    floating_inputs = bool(found)
+    visit(expected)
+    if not floating_inputs:
+        # inputs without a float (token ids, lengths) fix no precision: torch's default,
+        # float32, is what an answer computes in, so float32 it is (float16 is not)
+        found.append(np.dtype(np.float32))
+    return lowest_precision(_precision(np.empty(0, d)) for d in found)
+
+
+def output_precision(value: Any) -> np.dtype | None:
+    """The least precise floating dtype below float64 in an output of :func:`to_arrays`, or None."""
     if isinstance(value, np.ndarray):
         return _precision(value)
     items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else ()
-    found = [d for d in (_lowest_precision(v) for v in items) if d is not None]
+    return lowest_precision(output_precision(v) for v in items)
+
+
+def lowest_precision(dtypes) -> np.dtype | None:
+    """The least precise of some floating dtypes (None entries ignored); None when none is left."""
+    found = [np.dtype(d) for d in dtypes if d is not None]
     return max(found, key=lambda d: np.finfo(d).eps) if found else None
 
 

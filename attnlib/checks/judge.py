@@ -24,8 +24,10 @@ import numpy as np
 from attnlib.checks.compare import (
     _abs_difference,
     _cast_inputs,
-    _lowest_precision,
     compare_outputs,
+    lowest_precision,
+    output_precision,
+    question_precision,
     to_arrays,
 )
 from attnlib.checks.exercise import Case, Exercise, get_exercise
@@ -126,26 +128,31 @@ def run_case(func: Callable[..., Any], case: Case) -> Any:
 def judge_case(exercise: Exercise, case: Case, got: Any) -> CaseResult:
     """Compare ``got`` (from :func:`run_case`) with the reference and name the mistake.
 
-    When the answer is less precise than float64 (say float32), the reference
-    is also computed on the case's inputs cast to that precision, and how far
-    that moves it is allowed on top of the dtype's tolerance: a correct
-    float32 answer is never failed by the rounding its precision forces.
+    The tolerances fit the question (the case's inputs and the reference's
+    output, :func:`~attnlib.checks.compare.question_precision`), not the
+    answer: an answer cast to float16 does not earn float16's tolerance on a
+    float32 question. One allowance: an answer computed in float32, torch's
+    default, is judged at float32 precision on a float64 question, where the
+    reference is also computed on the inputs cast to float32 and how far that
+    moves it is allowed on top (a correct float32 answer is never failed by the
+    rounding its precision forces).
     """
-    expected = to_arrays(exercise.reference(*case.make_inputs()))
+    inputs = case.make_inputs()
+    expected = to_arrays(exercise.reference(*inputs))
+    precision = question_precision(inputs, expected)
     slack = None
-    low = _lowest_precision(got)
-    if low is not None:
+    if output_precision(got) is not None and precision is None:  # float32 (or lower) for float64
         try:
-            expected_low = to_arrays(exercise.reference(*_cast_inputs(case.make_inputs(), low)))
-            slack = _abs_difference(expected, expected_low)
-            slack = _scale_slack(slack, 4.0)
+            float32_inputs = _cast_inputs(case.make_inputs(), np.dtype(np.float32))
+            expected32 = to_arrays(exercise.reference(*float32_inputs))
+            slack = _scale_slack(_abs_difference(expected, expected32), 4.0)
         except Exception:  # the reference need not run in every precision
             slack = None
 
     def compare(e, g):
         if exercise.compare is not None:
             return exercise.compare(e, g, exercise)
-        return compare_outputs(e, g, exercise.rtol, exercise.atol, slack=slack)
+        return compare_outputs(e, g, exercise.rtol, exercise.atol, slack=slack, precision=precision)
 
     ok, message = compare(expected, got)
     if ok:
@@ -156,16 +163,31 @@ def judge_case(exercise: Exercise, case: Case, got: Any) -> CaseResult:
                 wrong = to_arrays(mis.wrong(*case.make_inputs()))
         except Exception:  # a wrong variant may legitimately fail on some inputs
             continue
-        if _same_values(wrong, got, exercise, slack):
+        if _same_values(wrong, got, exercise, precision, slack):
             return CaseResult(case.name, "failed", message, mis.name, mis.hint, case.hidden)
     return CaseResult(case.name, "failed", message, None, exercise.hint, case.hidden)
 
 
-def _same_values(wrong: Any, got: Any, exercise: Exercise, slack: Any) -> bool:
-    """Whether ``got`` matches a wrong variant's output (kinds are not required to match here)."""
+def _scale_slack(slack: Any, factor: float) -> Any:
+    if isinstance(slack, tuple):
+        return tuple(_scale_slack(s, factor) for s in slack)
+    if isinstance(slack, dict):
+        return {k: _scale_slack(v, factor) for k, v in slack.items()}
+    return None if slack is None else slack * factor
+
+
+def _same_values(wrong: Any, got: Any, exercise: Exercise, precision: Any, slack: Any) -> bool:
+    """Whether ``got`` matches a wrong variant's output (kinds are not required to match here).
+
+    Naming a mistake earns no marks, so here the answer's own precision may
+    widen the tolerance: a float16 answer that makes a known mistake is named.
+    """
     if exercise.compare is not None:
         return exercise.compare(wrong, got, exercise)[0]
-    return compare_outputs(_as_numbers(wrong), _as_numbers(got), exercise.rtol, exercise.atol, slack=slack)[0]
+    naming = lowest_precision([precision, output_precision(got)])
+    return compare_outputs(
+        _as_numbers(wrong), _as_numbers(got), exercise.rtol, exercise.atol, slack=slack, precision=naming
+    )[0]
 
 
 def _as_numbers(value: Any) -> Any:
@@ -176,14 +198,6 @@ def _as_numbers(value: Any) -> Any:
     if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
         return value.astype(np.float64)
     return value
-
-
-def _scale_slack(slack: Any, factor: float) -> Any:
-    if isinstance(slack, tuple):
-        return tuple(_scale_slack(s, factor) for s in slack)
-    if isinstance(slack, dict):
-        return {k: _scale_slack(v, factor) for k, v in slack.items()}
-    return None if slack is None else slack * factor
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,8 +3,8 @@
 :func:`check` runs the visible cases (:func:`attnlib.checks.judge.evaluate`)
 and prints one line per case with what was expected, what came back and a
 hint, folded to the notebook's width (:func:`wrap_feedback`). It keeps, per
-process, how many checks of each exercise have failed, to show one more tier
-of hints each time.
+process, the hint tier each exercise has reached and the results of the answer
+that reached it: a tier advances only when the answer changed.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from attnlib.checks.exercise import get_exercise
 from attnlib.checks.judge import evaluate
 
 __all__ = ["check", "wrap_feedback"]
 
 
+# Per exercise: the hint tier shown so far, and what the answer that earned it gave.
 _FAILED_CHECKS: dict[str, int] = {}
+_LAST_FAILURE: dict[str, tuple] = {}
 
 
 def check(exercise_id: str, func: Callable[..., Any]) -> None:
@@ -26,17 +29,33 @@ def check(exercise_id: str, func: Callable[..., Any]) -> None:
 
     A function that still raises the stub's ``NotImplementedError`` prints
     "not attempted yet" instead of raising, so an exercise notebook runs from
-    top to bottom before it is done. Each failed check of the same exercise
-    shows one more tier of its hints.
+    top to bottom before it is done.
+
+    The hints come in tiers. A failed check shows one more tier than the last
+    one, but only when the answer changed since then (its results on the
+    visible cases differ): running the same answer again shows the same
+    tiers. A check of a function not named as the exercise asks (a
+    ``lambda``, or a chapter's demonstration of a wrong answer) is a tour of
+    the feedback: it shows the first tier and uses up none of the learner's.
     """
     if not callable(func):
         print(f"{exercise_id}: expected a function, got {type(func).__name__}")
         return
     result = evaluate(exercise_id, func)
     if result.attempted and result.fraction < 1.0:
-        _FAILED_CHECKS[exercise_id] = _FAILED_CHECKS.get(exercise_id, 0) + 1
-        result.shown_hints = _FAILED_CHECKS[exercise_id]
+        result.shown_hints = _hint_tier(exercise_id, func, result)
     print(wrap_feedback(result.report()))
+
+
+def _hint_tier(exercise_id: str, func: Callable[..., Any], result) -> int:
+    """How many hint tiers a failed check shows (see :func:`check`)."""
+    if getattr(func, "__name__", None) != get_exercise(exercise_id).function:
+        return 1  # a tour: the learner's own answer is named as the exercise asks
+    answer = tuple((c.case, c.status, c.message) for c in result.cases)
+    if _LAST_FAILURE.get(exercise_id) != answer:
+        _FAILED_CHECKS[exercise_id] = _FAILED_CHECKS.get(exercise_id, 0) + 1
+        _LAST_FAILURE[exercise_id] = answer
+    return _FAILED_CHECKS[exercise_id]
 
 
 def wrap_feedback(text: str, width: int = 79) -> str:
