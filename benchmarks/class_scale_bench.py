@@ -12,9 +12,13 @@ instructor runs, each timed on its own:
 
 1. intake: stage the folder (:func:`coursetools.grade.intake.collect`);
 2. grading: the grader's own function, ``--jobs`` submissions at once, each in
-   its sandboxed process (the isolation this machine allows is recorded);
-3. overrides: 10 rows of ``overrides.csv`` merged into grades.csv and results.json;
-4. report: ``report.html`` with its figures and the near-identical-answer search.
+   its sandboxed process (the isolation this machine allows is recorded); it
+   ends by rendering every output once (:func:`coursetools.grade.publish.publish`);
+3. publish: 10 rows of ``overrides.csv``, then one
+   :func:`~coursetools.grade.publish.publish` that renders every output from the
+   final scores: grades.csv, results.json, the feedback and ``report.html`` with
+   its figures and the near-identical-answer search (what ``overrides``,
+   ``report`` and the roster's annotation each used to rewrite on its own).
 
 The target is a class of 1,000 on 2 cores in under 5 minutes, all steps
 included. With a smaller ``--n`` the JSON also projects the time of 1,000
@@ -44,8 +48,10 @@ sys.path.insert(0, str(ROOT / "tests" / "grader"))
 import fake_class  # noqa: E402
 import nbformat  # noqa: E402
 
-from coursetools.grade import class_report, intake, overrides  # noqa: E402
+from coursetools.grade import intake  # noqa: E402
 from coursetools.grade.gradescope import grader_module  # noqa: E402
+from coursetools.grade.paths import Out  # noqa: E402
+from coursetools.grade.publish import publish  # noqa: E402
 
 STEM = "00-how-to-use"
 PARTIAL = fake_class.HEADER + (
@@ -89,19 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     settings = runner.Settings(out=out, isolation="auto")
     records = batch.grade(STEM, staged.folder, out, args.jobs, False, settings, quiet=True)
-    intake.annotate_gradebook(out)
     phases["grading_s"] = time.perf_counter() - start
 
+    layout = Out(out)
     rows = ["student,exercise,points,reason"]
     rows += [f"{e.student_id},ex-00-1,1,regraded by hand" for e in staged.entries[1:20:2]]
-    (out / "overrides.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     start = time.perf_counter()
-    problems = overrides.apply(out)
-    phases["overrides_s"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    report = class_report.write_report(out, STEM, ROOT / "exercises" / f"{STEM}.ipynb")
-    phases["report_s"] = time.perf_counter() - start
+    layout.overrides.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    problems = publish(out).problems  # every output, once, from the final scores
+    phases["publish_s"] = time.perf_counter() - start
+    report = layout.report
     load_after = os.getloadavg()[0]
 
     total = sum(phases.values())
