@@ -79,7 +79,7 @@ def test_check_all_reads_the_callers_globals_when_no_namespace_is_given(capsys):
 
 def test_check_all_uses_up_no_hint_tier(monkeypatch, capsys):
     monkeypatch.setattr(notebook, "_FAILED_CHECKS", {})
-    monkeypatch.setattr(notebook, "_LAST_FAILURE", {})
+    monkeypatch.setattr(notebook, "_LAST_FAILURE", {}, raising=False)  # the answer that earned a tier
     for _ in range(3):
         check_all(_namespace(), points=POINTS)
     assert notebook._FAILED_CHECKS == {} and notebook._LAST_FAILURE == {}
