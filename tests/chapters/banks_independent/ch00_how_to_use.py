@@ -35,3 +35,13 @@ WRONG = [
     Wrong("ex-00-1", dot_elementwise, "elementwise product row i with row i"),
 ]
 RIGHT = [Right("ex-00-1", dot_einsum), Right("ex-00-1", dot_broadcast_sum)]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "dot_transposed_result": "the result is transposed",
+    "dot_with_T": "b.T swaps the batch axes",
+    "dot_np_dot": None,
+    "dot_elementwise": "an elementwise product instead of all pairs",
+}

@@ -268,3 +268,29 @@ RIGHT = [
     Right("ex-01-3", gdl_hidden_none_first),
     Right("ex-01-4", tss_masked_sum),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "ctx_no_packing": "padding included",
+    "ctx_bottom_layer": "the bottom layer's final state",
+    "ctx_last_column": "the state after the last column",
+    "ctx_gather_off_by_one": None,
+    "ctx_mean_layers": None,
+    "esa_token_accuracy": "token accuracy over the real",
+    "esa_all_positions": "whole rows compared, PAD positions included",
+    "esa_mask_from_pred": "the prediction's PAD positions ignored",
+    "esa_count": "the number of right rows instead of their share",
+    "esa_ignores_eos": None,
+    "gdl_no_pad": "tokens after EOS not replaced by PAD",
+    "gdl_pads_the_eos": "the EOS itself replaced by PAD",
+    "gdl_bos_every_step": "BOS fed at every step",
+    "gdl_bos_in_output": None,
+    "tss_no_zero_grad": "gradients never zeroed",
+    "tss_zero_grad_after_step": None,
+    "tss_pad_in_loss": "PAD positions counted in the loss",
+    "tss_no_shift": "decoder input not shifted right",
+    "tss_loss_after_step": "loss recomputed after the step",
+    "tss_mean_of_row_means": None,
+}

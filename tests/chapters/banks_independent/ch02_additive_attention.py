@@ -183,3 +183,27 @@ RIGHT = [
     Right("ex-02-4", aaf_renormalised),
     Right("ex-02-4", aaf_minus_1e9),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "as_no_tanh": "no tanh",
+    "as_tanh_after_v": "v applied before the tanh",
+    "as_sum_not_v": None,
+    "as_tanh_split": "tanh applied to W s and U h separately",
+    "aw_no_max": "exp of the raw scores",
+    "aw_axis0": "over decoder steps",
+    "aw_global_max": "the global maximum subtracted",
+    "aw_global_sum": None,
+    "aw_no_keepdims": "without keepdims",
+    "ac_transposed": "the last two axes look swapped",
+    "ac_mean": None,
+    "ac_sum_over_steps": "summed over the decoder steps",
+    "ac_elementwise_weights_sum": "summed over the decoder steps",
+    "aaf_no_mask": "the padding mask is ignored",
+    "aaf_mask_after_softmax": "the mask is applied after the softmax",
+    "aaf_mask_inverted": None,
+    "aaf_query_not_broadcast": None,
+    "aaf_context_sum_wrong_axis": None,
+}

@@ -165,3 +165,26 @@ RIGHT = [
     Right("ex-03-4", ao_weights_times_value_T),
     Right("ex-03-4", ao_einsum),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "pq_copy_paste": None,
+    "pq_order": "keys and values swapped",
+    "pq_dot_T": None,
+    "pq_weights_transposed": "x @ W.T",
+    "sc_d_model": "sqrt(d_model) instead of sqrt(d_k)",
+    "sc_unscaled": "no 1/sqrt(d_k)",
+    "sc_by_d_k": "divided by d_k instead of sqrt(d_k)",
+    "sc_T": None,
+    "sc_transposed": "the scores transposed",
+    "rs_axis_minus2": "softmax over the wrong axis",
+    "rs_no_keepdims": "without keepdims",
+    "rs_global": "normalised over the whole array",
+    "rs_axis0": "softmax over the wrong axis",
+    "ao_softmax_queries": "softmax over the wrong axis",
+    "ao_unscaled": "no 1/sqrt(d_k)",
+    "ao_scaled_by_d_v": "sqrt(d_v) instead of sqrt(d_k)",
+    "ao_T": None,
+}

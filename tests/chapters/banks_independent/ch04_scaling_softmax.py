@@ -163,3 +163,27 @@ RIGHT = [
     Right("ex-04-3", sc_einsum),
     Right("ex-04-4", aw_einsum_lse),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "ss_global_max": "global max instead of the row max",
+    "ss_naive": "no max subtraction",
+    "ss_max_axis0": None,
+    "ss_no_keepdims": "without keepdims",
+    "ss_clip": None,
+    "lse_naive": "computed naively",
+    "lse_forgot_m": "the maximum is not added back",
+    "lse_keepdims": "keepdims=True left on the result",
+    "lse_global_max": "global max instead of the row max",
+    "sc_by_d_k": "divided by d_k instead of sqrt(d_k)",
+    "sc_by_length": "sqrt(S), the number of keys",
+    "sc_T": None,
+    "sc_unscaled": "forgetting the scale",
+    "aw_d_model": "sqrt(d_model) instead of sqrt(d_k)",
+    "aw_shape0": "sqrt(d_model) instead of sqrt(d_k)",
+    "aw_naive_softmax": "no max subtraction",
+    "aw_axis_minus2": "softmax over the wrong axis",
+    "aw_unscaled": "forgetting the scale",
+}

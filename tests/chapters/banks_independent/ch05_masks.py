@@ -153,3 +153,25 @@ RIGHT = [
     Right("ex-05-3", ma_manual_exp),
     Right("ex-05-3", ma_where_zero_rows),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "pm_no_trailing_axis": None,
+    "pm_le": "positions <= length are kept",
+    "pm_long": "expected booleans",
+    "pm_inverted": "the mask is inverted",
+    "pm_transposed": "(max_len, B) instead of (B, max_len)",
+    "cm_strict": "strictly lower triangular",
+    "cm_upper": "upper triangular",
+    "cm_bottom_right": "aligned at the bottom right",
+    "cm_float": "expected booleans",
+    "cm_square_only": None,
+    "ma_minus_1e9": "-1e9",
+    "ma_inverted": "the mask is inverted",
+    "ma_after_softmax": "applied after the softmax",
+    "ma_unscaled": "no 1/sqrt(d_k)",
+    "ma_nan_output": None,
+    "ma_float_mask": None,
+}

@@ -159,3 +159,23 @@ RIGHT = [
     Right("ex-06-3", mha_head_loop),
     Right("ex-06-3", mha_einsum),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "sh_view_direct": "without a transpose",
+    "sh_interleaved": "interleaved features",
+    "sh_no_transpose": "left as (B, L, h, d)",
+    "sh_transpose_then_view": "transposed before reshaping",
+    "mh_no_transpose": "without transposing back",
+    "mh_interleaved": "features interleaved across heads",
+    "mh_not_flattened": None,
+    "mh_sum_heads": "instead of concatenated",
+    "mha_d_model": "sqrt(d_model) instead of sqrt(d_k)",
+    "mha_full_width": "instead of sqrt(d_k)",
+    "mha_d_v": None,
+    "mha_softmax_queries": "over the queries",
+    "mha_bad_split": "without a transpose",
+    "mha_single_head": "never split",
+}

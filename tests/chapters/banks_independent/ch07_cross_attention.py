@@ -303,3 +303,35 @@ RIGHT = [
     Right("ex-07-4", dm_arange),
     Right("ex-07-5", dl_explicit_causal_mask),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "ca_causal": "a causal mask in cross attention",
+    "ca_no_mask": "the source mask is ignored",
+    "ca_inverted": "the mask is inverted",
+    "ca_mask_queries": None,
+    "ca_scale_d_v": None,
+    "ca_softmax_targets": None,
+    "sm_flat": "shape (B, S)",
+    "sm_le": "off by one",
+    "sm_inverted": "the mask is inverted",
+    "sm_wrong_axes": "shape (B, 1, S, 1)",
+    "sm_float": "expected booleans",
+    "gd_no_pad": "tokens after EOS are kept",
+    "gd_pad_eos": "the EOS itself is replaced by PAD",
+    "gd_bos_every_step": "feeds BOS",
+    "gd_bos_in_output": None,
+    "gd_stop_early": None,
+    "dm_no_causal": "no causal mask",
+    "dm_swapped": "wrong order",
+    "dm_no_padding": None,
+    "dm_strict_causal": None,
+    "dm_upper": "the causal mask is transposed",
+    "dl_pre_norm": "pre-norm",
+    "dl_no_causal": "without the causal mask",
+    "dl_cross_query_from_input": None,
+    "dl_masks_swapped": None,
+    "dl_no_residual_ffn": None,
+}

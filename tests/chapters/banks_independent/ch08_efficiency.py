@@ -274,3 +274,30 @@ RIGHT = [
     Right("ex-08-4", ab_jacobian),
     Right("ex-08-4", ab_rowsum_a_da),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "os_no_rescale": "the old sum is not rescaled",
+    "os_rescale_inverted": "upside down",
+    "os_block_max_only": "the block's maximum, not the running one",
+    "os_unshifted_block": "without subtracting the maximum",
+    "os_old_max_for_block": None,
+    "tu_unscaled": "no 1/sqrt(d)",
+    "tu_acc_not_rescaled": "the accumulated output is not rescaled",
+    "tu_l_not_rescaled": "the running sum l is not rescaled",
+    "tu_normalised": "acc is divided by l",
+    "tu_c_inverted": None,
+    "tu_rowmax_wrong_axis": None,
+    "kv_attend_then_append": "before the new key and value are appended",
+    "kv_prepend": "in front of the cache",
+    "kv_unscaled": "no 1/sqrt(d)",
+    "kv_softmax_query_axis": None,
+    "kv_only_new": None,
+    "ab_no_scale": "scale is missing from dQ and dK",
+    "ab_no_D": "the softmax's coupling term D is missing",
+    "ab_D_wrong_axis": None,
+    "ab_dv_wrong": None,
+    "ab_dq_dk_swapped": None,
+}

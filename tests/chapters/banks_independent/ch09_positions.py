@@ -267,3 +267,30 @@ RIGHT = [
     Right("ex-09-4", rh_rotate_half),
     Right("ex-09-4", rh_half_dim_exponent),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "st_float32": None,
+    "st_exponent_k": "exponent i/d instead of 2i/d",
+    "st_swapped": "sine and cosine swapped",
+    "st_halves": "two halves instead of interleaved",
+    "st_from_one": None,
+    "rope_inverse_rotation": "rotates the other way",
+    "rope_exponent_k": "exponent i/E instead of 2i/E",
+    "rope_halves_layout": "pairs the two halves",
+    "rope_float64_out": None,
+    "rope_positions_from_one": "positions counted from 1",
+    "al_slope_from_zero": "slopes start at h = 0",
+    "al_positive": "sign flipped",
+    "al_float64": None,
+    "al_minus_1e9": None,
+    "al_inverted": None,
+    "al_no_mask": "instead of -inf",
+    "rh_ignores_positions": "ignores the positions argument",
+    "rh_adjacent_pairs": "pairs neighbouring features",
+    "rh_theta_over_E": None,
+    "rh_inverse": "rotates the other way",
+    "rh_positions_from_zero_offset": "ignores the positions argument",
+}

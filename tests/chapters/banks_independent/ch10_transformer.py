@@ -314,3 +314,30 @@ RIGHT = [
     Right("ex-10-3", gc_token_by_token),
     Right("ex-10-4", rk_loop),
 ]
+
+# What the feedback must say for the mistake to count as named (the check's
+# vocabulary, read off the feedback); None: a known gap, the answer loses marks
+# but nothing names its mistake (see tests/chapters/independent_banks.py).
+NAMED = {
+    "bf_post_norm": "post-norm",
+    "bf_not_causal": "the attention is not causal",
+    "bf_residual_from_normed": None,
+    "bf_norm1_twice": "norm1 used for both",
+    "bf_ffn_on_x": "in parallel",
+    "ts_no_zero_grad": "no zero_grad",
+    "ts_no_shift": "the targets are not shifted",
+    "ts_loss_after_step": None,
+    "ts_ignore_pad": None,
+    "ts_shift_wrong_way": None,
+    "ts_zero_grad_after": None,
+    "gc_offset_zero": "placed at position 0",
+    "gc_offset_P": None,
+    "gc_offset_plus_one": None,
+    "gc_first_logit": "first position's logits",
+    "gc_offset_i": None,
+    "rk_matching_letter": "the matching letter itself",
+    "rk_both_copies_keys": None,
+    "rk_first_copy_rows": "rows outside the second copy",
+    "rk_no_separator": None,
+    "rk_shift_wrong_way": None,
+}
