@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from attnlib.checks._cases import cases
+from attnlib.checks.compare import compare_outputs
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.positions import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -15,6 +17,29 @@ _POSITIONS = (
     "attnlib.positions.apply_rope",
     "attnlib.positions.alibi_bias",
 )
+
+
+def _dtype_as_asked(expected, got, exercise):
+    """Compare values, and the floating dtype too: every text of this chapter states it.
+
+    09.1 asks for float64, 09.3 for float32, 09.2 and 09.4 for the dtype of
+    ``x``; the course's general rule (a float32 answer passes a float64
+    question, :func:`~attnlib.checks.compare.compare_outputs`) is for texts that
+    state none. A learner who follows the text gets full marks; one who
+    returns another dtype is told which one the text asks for (#25).
+    """
+    if (
+        isinstance(expected, np.ndarray)
+        and isinstance(got, np.ndarray)
+        and expected.dtype.kind == got.dtype.kind == "f"
+        and expected.dtype != got.dtype
+    ):
+        return False, (
+            f"the values may be right, but the dtype is {got.dtype}: the exercise asks for a "
+            f"{expected.dtype} tensor (use dtype=torch.{expected.dtype} or .to(...))"
+        )
+    return compare_outputs(expected, got, exercise.rtol, exercise.atol)
+
 
 # --------------------------------------------------------------------------- ex-09-1 sinusoidal table
 
@@ -82,6 +107,12 @@ register(
                 "the angles must shrink as the column grows (slow waves in the last columns): divide "
                 "the position by the base's power.",
             ),
+            Misconception(
+                "positions counted from 1",
+                _table(lambda p, i, d: (p + 1) / 10000.0 ** (2 * i / d)),
+                "the first row is position p = 0: sin(0) = 0 in its even columns and cos(0) = 1 in "
+                "its odd ones.",
+            ),
         ],
         hints=(
             "each pair of columns holds a sine and a cosine of one angle; the angle grows with the position "
@@ -92,6 +123,7 @@ register(
             "PE[:, 0::2] = sin(angle), PE[:, 1::2] = cos(angle).",
         ),
         forbidden=_POSITIONS,
+        compare=_dtype_as_asked,
         rtol=1e-6,
         atol=1e-6,
     )
@@ -175,6 +207,7 @@ register(
             "phi = p * 10000 ** (-2k / E); new_a = a cos(phi) - b sin(phi), new_b = a sin(phi) + b cos(phi).",
         ),
         forbidden=_POSITIONS,
+        compare=_dtype_as_asked,
         rtol=1e-6,
         atol=1e-6,
     )
@@ -188,7 +221,7 @@ def alibi(num_heads: int, L: int) -> torch.Tensor:
     return alibi_bias(num_heads, L, L)
 
 
-def _alibi_with(slope_shift=1, sign=-1.0, future=-math.inf, symmetric=False):
+def _alibi_with(slope_shift=1, sign=-1.0, future=-math.inf, symmetric=False, past_masked=False):
     def bias(num_heads, L):
         h = torch.arange(num_heads, dtype=torch.float32)
         m = 2.0 ** (-8.0 * (h + slope_shift) / num_heads)  # (h,)
@@ -196,6 +229,8 @@ def _alibi_with(slope_shift=1, sign=-1.0, future=-math.inf, symmetric=False):
         j = torch.arange(L, dtype=torch.float32)[None, :]
         distance = (i - j).abs() if symmetric else i - j  # (L, L)
         out = sign * m[:, None, None] * distance + 0.0  # (h, L, L)
+        if past_masked:  # the -inf below the diagonal, the bias above
+            return out.masked_fill(j < i, future)
         return out if symmetric else out.masked_fill(j > i, future)
 
     return bias
@@ -238,6 +273,18 @@ register(
                 "a distance penalty on both sides is the encoder variant; here keys after the query are "
                 "masked out completely.",
             ),
+            Misconception(
+                "future keys get -1e9 instead of -inf",
+                _alibi_with(future=-1e9),
+                "the text asks for -inf above the diagonal: -1e9 is a large finite number, and a bias "
+                "table is added to scores of any size, so it does not block a key for certain.",
+            ),
+            Misconception(
+                "the -inf on the wrong side: keys before the query masked, later keys biased",
+                _alibi_with(past_masked=True),
+                "rows are queries i and columns keys j; the keys the query may not see are the later "
+                "ones, j > i (above the diagonal).",
+            ),
         ],
         hints=(
             "the bias penalises distance: the further back a key, the lower its score; later keys are "
@@ -248,6 +295,7 @@ register(
             "bias = -slope_r * (i - j) where j <= i, -inf elsewhere.",
         ),
         forbidden=_POSITIONS,
+        compare=_dtype_as_asked,
         rtol=1e-5,
         atol=1e-6,
     )
@@ -274,12 +322,12 @@ def rope_halves(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     return apply_rope(x[..., order], positions)[..., torch.argsort(order)]
 
 
-def _rope_halves_with(sign=1.0, use_positions=True, neighbours=False, interleaved_angles=False):
+def _rope_halves_with(sign=1.0, use_positions=True, neighbours=False, interleaved_angles=False, freq_exp=2.0):
     def rotate(x, positions):
         L, E = x.shape[-2], x.shape[-1]
         p = positions.to(torch.float64) if use_positions else torch.arange(L, dtype=torch.float64)
         k = torch.arange(E // 2, dtype=torch.float64)
-        phi = sign * p[:, None] * 10000.0 ** (-2 * k / E)  # (L, E/2)
+        phi = sign * p[:, None] * 10000.0 ** (-freq_exp * k / E)  # (L, E/2)
         cos, sin = torch.cos(phi).to(x.dtype), torch.sin(phi).to(x.dtype)
         if neighbours:
             a, b = x[..., 0::2], x[..., 1::2]
@@ -345,6 +393,12 @@ register(
                 "when the pairs are (k, k + E/2), feature k and feature k + E/2 need the same angle: "
                 "the angle table for the full width is the (L, E/2) table twice, side by side.",
             ),
+            Misconception(
+                "frequency exponent k/E instead of 2k/E",
+                _rope_halves_with(freq_exp=1.0),
+                "pair k turns with theta_k = 10000^(-2k/E), as in exercise 09.2: with k running to E/2 - 1, "
+                "the exponent runs to almost 1.",
+            ),
         ],
         hints=(
             "it is the rotation of exercise 09.2; only the partner of feature k changes (now feature "
@@ -355,6 +409,7 @@ register(
             "the second half a sin(phi) + b cos(phi).",
         ),
         forbidden=_POSITIONS,
+        compare=_dtype_as_asked,
         rtol=1e-5,
         atol=1e-5,
     )
