@@ -149,7 +149,7 @@ def _class(top: Path) -> dict[str, tuple]:
         ),
         "sysv-shm": (
             w(C, after=[f"import ctypes\nctypes.CDLL(None).shmget({SHM_KEY}, 4096, 0o1666)\n"]),
-            ("graded", "1"),
+            ("needs-review", "1"),  # ctypes: what the forbidden-call check cannot follow (issue 24)
         ),
         "reads-git": (w(_reader(ROOT / ".git" / "HEAD")), ("graded", "0" if ISOLATED else "1")),
         "reads-sibling": (w(_reader(secret)), ("graded", "0" if ISOLATED else "1")),
@@ -167,7 +167,7 @@ def _class(top: Path) -> dict[str, tuple]:
                     "print('PDEATHSIG', v.value, 'UID', __import__('os').getuid())\n"
                 ],
             ),
-            ("graded", "1"),
+            ("needs-review", "1"),  # ctypes
         ),
         "rebinds-cases": (
             w(
