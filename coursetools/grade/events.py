@@ -121,17 +121,11 @@ class Transcript:
     The harness sends ``hello`` (or ``fatal``) first, before any learner code runs;
     then, for each cell of the plan in order, ``step`` (cell), at most one
     ``cell-error`` and ``cell-done``; for each case it evaluates, ``step`` (case)
-    and one ``case``; and ``done`` last. Learner code runs only while a cell or
-    a case step is open, so a message it writes on the channel (found with
-    ``gc`` or frames, issue 12) arrives where only the open step's closing event
-    may come: a second ``case``, a ``case`` inside a cell, a ``done`` or
-    ``fatal`` in the middle, a step out of order. :meth:`accept` refuses those,
-    and the grader ignores them and flags the submission for review. What it
-    cannot refuse is a submission that closes its own step, writes a complete,
-    well-ordered account of the rest of the run and silences the harness (it
-    can: the channel lives in its process); such an account carries only
-    outputs the submission computed itself, judged against references it cannot
-    reach (see :mod:`coursetools.grade.inputs`).
+    and one ``case``; ``done`` last (or ``flood`` inside a step, when the
+    learner's process floods its socket). Since issue 24 every event is written
+    by the sandbox's trusted parent, never by the learner's process (which has
+    no access to the channel); this check stays as a second line: an event out
+    of order is refused and the submission flagged for review.
     """
 
     def __init__(self, plan: RunPlan):

@@ -1,24 +1,27 @@
-"""The program that runs inside a submission's sandboxed process.
+"""The program that runs inside a submission's sandbox: a trusted parent and a learner child.
 
-It reads its plan (the learner's code cells, where to evaluate each exercise,
-the sandbox settings) as JSON from stdin, confines itself (see
-:mod:`coursetools.grade.sandbox`), then executes the cells one by one in a fresh
-namespace. Right after each exercise's answer cell (where the notebook's check
-cell stood) it calls :func:`attnlib.checks.run_case` on the learner's function
-for every case, hidden ones included, and sends each output (or the error's
-type and first line) to the grader as one JSON line on the event pipe.
+The parent (:func:`run`) reads its plan (the learner's code cells, where to
+evaluate each exercise, the sandbox settings) as JSON, builds the sandbox (see
+:mod:`coursetools.grade.sandbox`), and forks the learner's process, which
+confines itself further and executes the cells one by one in a fresh
+namespace, on the parent's request. Right after each exercise's answer cell
+(where the notebook's check cell stood) the parent asks it to call
+:func:`attnlib.checks.run_case` on the learner's function for every case,
+hidden ones included, and sends each output (or the error's type and first
+line) to the grader as one JSON line on the event pipe (issue 24).
 
 Nothing is judged here: the grader's own process compares the outputs with the
-reference, so whatever the learner's code patches in this process (NumPy,
+reference, so whatever the learner's code patches in its process (NumPy,
 torch, ``attnlib.checks``) cannot change a verdict.
 
 Nor is the answer key here (issue 12): the cases' inputs come in the plan, made
 by the grader (:mod:`coursetools.grade.inputs`), and no check module
 (``attnlib/checks/chNN_*.py``, with the references and the known wrong answers)
-is ever imported in this process. Learner code can find this process's channel
-and its secret (``gc``, frames): what it sends is checked against the run's
-order of events by the grader (:class:`coursetools.grade.events.Transcript`),
-and in any case it can only send outputs that it can compute without the key.
+is ever imported in either process. The learner's process never holds the
+channel (closed before its first cell): learner code that walks its objects
+(``gc``, frames) finds only its own socket to the parent, on which it can
+answer the parent's questions, in the parent's order, with outputs it computes
+itself.
 """
 
 from __future__ import annotations

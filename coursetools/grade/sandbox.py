@@ -1,21 +1,22 @@
-"""Isolation of a submission's process: namespaces, mounts, limits, privileges.
+"""Isolation of a submission's processes: namespaces, an allow-listed root, limits, privileges.
 
-Two halves:
+Three parts:
 
 * the grader (parent) side, :func:`probe` and :func:`command`, decides how the
-  child is started: under ``setpriv --pdeathsig KILL unshare --mount --net
-  --pid --fork --kill-child --mount-proc`` where that works (Linux, root or
-  unprivileged user namespaces), else as a plain child process;
-* the child side, :func:`enter`, runs inside the harness *before any learner
-  code*: it hides the solutions, submissions and output folders behind empty
-  read-only tmpfs mounts, mounts a small private tmpfs as the scratch folder,
-  remounts every other file system read-only, sets the resource limits
-  (address space, processes, file size, CPU, core files) and, when it runs as
-  real root, drops to an unprivileged uid so that ``RLIMIT_NPROC`` is enforced
-  and file permissions apply.
+  sandbox is started: under ``setpriv --pdeathsig KILL unshare --mount --net
+  --ipc --pid --fork --kill-child --mount-proc`` where that works (Linux, root or
+  unprivileged user namespaces), else as a plain child process; :class:`RunGroup`
+  puts every process of a run in its own cgroups and kills them all after it,
+  and :func:`kill_uid` kills what is left on the sandbox uid;
+* the sandbox's trusted parent, :func:`enter`, builds a new root from an
+  allow-list (:func:`build_root`: a tmpfs with read-only bind mounts of what
+  grading needs, a private home) before any learner code;
+* the learner's process, :func:`confine`: resource limits, the sandbox uid,
+  no capabilities, ``no_new_privs`` and a seccomp filter (:func:`seccomp_program`).
 
-Everything degrades: each step that the platform refuses is recorded in the
-``isolation`` report that the harness sends back, and the grader shows it.
+Everything the platform refuses is recorded in the ``isolation`` report that the
+harness sends back, and the grader shows it; a namespace mode whose root cannot
+be built stops the run instead of running less isolated (issue 24).
 """
 
 from __future__ import annotations
