@@ -51,6 +51,13 @@ register(
                 "a * b pairs row i of a with row i of b only; the answer pairs every row of a with "
                 "every row of b: a matrix product.",
             ),
+            Misconception(
+                "np.dot instead of a batched matrix product (np.dot pairs every batch with every batch)",
+                lambda a, b: np.dot(a, np.swapaxes(b, -1, -2)),
+                "on arrays with leading axes np.dot sums over the last axis of a and the second-to-last "
+                "of b for every combination of their batches: the result gets an extra axis. The "
+                "operator @ (np.matmul) treats the leading axes as a batch.",
+            ),
         ],
         hints=(
             "every entry (i, j) is one dot product, a[i] . b[j]: all of them at once is one matrix product.",

@@ -73,6 +73,13 @@ def _softmax_global_max(x):
 
 
 @_quiet
+def _softmax_max_axis0(x):
+    """m taken down axis 0 (the first axis), the sum along the rows."""
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@_quiet
 def _softmax_max_no_keepdims(x):
     e = np.exp(x - x.max(axis=-1))  # (..., S) - (...,): lines the maxima up with the wrong axis
     return e / e.sum(axis=-1, keepdims=True)
@@ -175,6 +182,12 @@ register(
                 _softmax_global_max,
                 "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
                 "each row's own maximum, x.max(axis=-1, keepdims=True).",
+            ),
+            Misconception(
+                "the maximum taken over axis 0 (down the columns), not along each row",
+                _softmax_max_axis0,
+                "m is the maximum of one row z, the axis the softmax runs along: x.max(axis=-1, "
+                "keepdims=True); axis 0 compares different rows (or batches) entry by entry.",
             ),
             Misconception(
                 "the row maximum taken without keepdims (subtracted along the wrong axis)",
@@ -288,6 +301,14 @@ register(
                 "the scores transposed (K Q^T)",
                 lambda q, k: k @ _t(q) / math.sqrt(q.shape[-1]),
                 "row i belongs to query i: Q @ K^T, shape (..., L, S).",
+            ),
+            Misconception(
+                "k.T swaps the batch axes too",
+                # batched inputs make NumPy refuse q @ k.T; the judge names this variant when
+                # the learner's code raises the same error
+                lambda q, k: q @ k.T / math.sqrt(q.shape[-1]),
+                "with leading (batch) axes, .T reverses every axis: transpose only the last two, "
+                "np.swapaxes(k, -1, -2).",
             ),
         ],
         forbidden=SCALED_SCORE_IMPLEMENTATIONS,

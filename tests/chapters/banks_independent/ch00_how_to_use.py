@@ -42,6 +42,6 @@ RIGHT = [Right("ex-00-1", dot_einsum), Right("ex-00-1", dot_broadcast_sum)]
 NAMED = {
     "dot_transposed_result": "the result is transposed",
     "dot_with_T": "b.T swaps the batch axes",
-    "dot_np_dot": None,
+    "dot_np_dot": "np.dot instead of a batched matrix product",
     "dot_elementwise": "an elementwise product instead of all pairs",
 }

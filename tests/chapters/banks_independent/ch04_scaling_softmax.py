@@ -170,7 +170,7 @@ RIGHT = [
 NAMED = {
     "ss_global_max": "global max instead of the row max",
     "ss_naive": "no max subtraction",
-    "ss_max_axis0": None,
+    "ss_max_axis0": "the maximum taken over axis 0",
     "ss_no_keepdims": "without keepdims",
     "ss_clip": None,
     "lse_naive": "computed naively",
@@ -179,7 +179,7 @@ NAMED = {
     "lse_global_max": "global max instead of the row max",
     "sc_by_d_k": "divided by d_k instead of sqrt(d_k)",
     "sc_by_length": "sqrt(S), the number of keys",
-    "sc_T": None,
+    "sc_T": "k.T swaps the batch axes too",
     "sc_unscaled": "forgetting the scale",
     "aw_d_model": "sqrt(d_model) instead of sqrt(d_k)",
     "aw_shape0": "sqrt(d_model) instead of sqrt(d_k)",
