@@ -175,6 +175,14 @@ attempt("unix-abstract", lambda: unix("\\0coursetools-24"))
 attempt("inet", lambda: socket.create_connection(("127.0.0.1", 22), timeout=1))
 attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
 attempt("socketpair", lambda: socket.socketpair())
+def parent_channel():
+    # the trusted parent's descriptors (the channel among them), its memory, its environment
+    parent = os.getppid()
+    for name in os.listdir(f"/proc/{{parent}}/fd"):
+        os.open(f"/proc/{{parent}}/fd/{{name}}", os.O_WRONLY)
+attempt("parent-fds", parent_channel)
+attempt("parent-mem", lambda: open(f"/proc/{{os.getppid()}}/mem", "rb").read(1))
+attempt("parent-environ", lambda: open(f"/proc/{{os.getppid()}}/environ", "rb").read(1))
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 def call(label, result):
@@ -361,6 +369,14 @@ def _probe(attacked) -> dict[str, str]:
             words = line.split(" ", 3)
             found[" ".join(words[1:3]) if words[1] in ("mountinfo", "exists") else words[1]] = line
     return found
+
+
+@pytest.mark.parametrize("label", ["parent-fds", "parent-mem", "parent-environ"])
+def test_the_learner_cannot_reach_the_trusted_parents_descriptors_or_memory(attacked, label):
+    if not ISOLATED and attacked["records"]["probe"]["isolation"]["uid"] == 0:
+        pytest.skip("without namespaces, a learner that stays root reads everything (documented)")
+    line = _probe(attacked)[label]
+    assert "refused" in line, line
 
 
 @pytest.mark.parametrize("label", ["unix-run", "unix-tmp", "unix-abstract", "inet", "netlink"])
