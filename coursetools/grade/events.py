@@ -121,8 +121,8 @@ class Transcript:
     The harness sends ``hello`` (or ``fatal``) first, before any learner code runs;
     then, for each cell of the plan in order, ``step`` (cell), at most one
     ``cell-error`` and ``cell-done``; for each case it evaluates, ``step`` (case)
-    and one ``case``; ``done`` last (or ``flood`` inside a step, when the
-    learner's process floods its socket). Since issue 24 every event is written
+    and one ``case``; ``done`` last (or ``flood``, when the learner's
+    process floods its socket). Since issue 24 every event is written
     by the sandbox's trusted parent, never by the learner's process (which has
     no access to the channel); this check stays as a second line: an event out
     of order is refused and the submission flagged for review.
@@ -180,6 +180,6 @@ class Transcript:
             return True
         if kind == "done":
             return step is None
-        if kind == "flood":  # the trusted parent stops a learner that floods its socket
-            return step is not None
+        if kind == "flood":  # the trusted parent stops a learner that floods its socket (a thread
+            return True  # of the learner may do it between steps, while a function is looked up)
         return False
