@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from attnlib.checks._cases import cases
-from attnlib.checks.compare import compare_outputs
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.positions import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -17,29 +15,6 @@ _POSITIONS = (
     "attnlib.positions.apply_rope",
     "attnlib.positions.alibi_bias",
 )
-
-
-def _dtype_as_asked(expected, got, exercise):
-    """Compare values, and the floating dtype too: every text of this chapter states it.
-
-    09.1 asks for float64, 09.3 for float32, 09.2 and 09.4 for the dtype of
-    ``x``; the course's general rule (a float32 answer passes a float64
-    question, :func:`~attnlib.checks.compare.compare_outputs`) is for texts that
-    state none. A learner who follows the text gets full marks; one who
-    returns another dtype is told which one the text asks for (#25).
-    """
-    if (
-        isinstance(expected, np.ndarray)
-        and isinstance(got, np.ndarray)
-        and expected.dtype.kind == got.dtype.kind == "f"
-        and expected.dtype != got.dtype
-    ):
-        return False, (
-            f"the values may be right, but the dtype is {got.dtype}: the exercise asks for a "
-            f"{expected.dtype} tensor (use dtype=torch.{expected.dtype} or .to(...))"
-        )
-    return compare_outputs(expected, got, exercise.rtol, exercise.atol)
-
 
 # --------------------------------------------------------------------------- ex-09-1 sinusoidal table
 
@@ -123,7 +98,6 @@ register(
             "PE[:, 0::2] = sin(angle), PE[:, 1::2] = cos(angle).",
         ),
         forbidden=_POSITIONS,
-        compare=_dtype_as_asked,
         rtol=1e-6,
         atol=1e-6,
     )
@@ -207,7 +181,6 @@ register(
             "phi = p * 10000 ** (-2k / E); new_a = a cos(phi) - b sin(phi), new_b = a sin(phi) + b cos(phi).",
         ),
         forbidden=_POSITIONS,
-        compare=_dtype_as_asked,
         rtol=1e-6,
         atol=1e-6,
     )
@@ -295,7 +268,6 @@ register(
             "bias = -slope_r * (i - j) where j <= i, -inf elsewhere.",
         ),
         forbidden=_POSITIONS,
-        compare=_dtype_as_asked,
         rtol=1e-5,
         atol=1e-6,
     )
@@ -409,7 +381,6 @@ register(
             "the second half a sin(phi) + b cos(phi).",
         ),
         forbidden=_POSITIONS,
-        compare=_dtype_as_asked,
         rtol=1e-5,
         atol=1e-5,
     )

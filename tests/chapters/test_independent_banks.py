@@ -34,6 +34,22 @@ KNOWN_FALSE_FAILS = {
     # "here plain np.exp is enough": the hidden cases with scores in the hundreds
     # and at -750 fail a plain np.exp answer (attnlib/checks/ch03_queries_keys_values.py)
     "ex-03-3:rs_reshape_loop",
+    # the same text covers 03.4 (whose row softmax a learner reuses): the two hidden
+    # "large scores (hundreds)" cases fail a plain np.exp answer
+    "ex-03-4:ao_plain_exp",
+}
+
+
+# Wrong answers that get full marks because the text and a course-wide rule
+# disagree: the texts of 09.1 (**float64**), 09.2 ("the same dtype as x") and
+# 09.3 (**float32**) state a dtype, but the grader never grades a float's width
+# (tests/chapters/test_exercise_format.py::test_float32_answers_pass_every_
+# exercise_with_large_inputs, #25 item 8). The lead decides: soften the texts or
+# grade the dtype those three state. Strict, so that either fix empties the list.
+KNOWN_FALSE_PASSES = {
+    "ex-09-1:st_float32",
+    "ex-09-2:rope_float64_out",
+    "ex-09-3:al_float64",
 }
 
 
@@ -55,7 +71,18 @@ def test_every_wrong_answer_has_a_named_entry():
     assert not missing, f"wrong answers without a NAMED entry (phrase or None): {missing}"
 
 
-@pytest.mark.parametrize("entry", WRONG, ids=_id)
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param(
+            w, marks=pytest.mark.xfail(strict=True, reason="known false pass, see KNOWN_FALSE_PASSES")
+        )
+        if _id(w) in KNOWN_FALSE_PASSES
+        else w
+        for w in WRONG
+    ],
+    ids=_id,
+)
 def test_wrong_answer_loses_marks(entry):
     result = grade(entry)
     report = result.report()

@@ -131,6 +131,12 @@ def ao_weights_times_value_T(q, k, v):
     return _t(_t(v) @ _t(w))
 
 
+def ao_plain_exp(q, k, v):
+    # exercise 03.3 says "here plain np.exp is enough": its row_softmax reused
+    e = np.exp(q @ _t(k) / np.sqrt(q.shape[-1]))
+    return e / e.sum(-1, keepdims=True) @ v
+
+
 def ao_einsum(q, k, v):
     e = np.einsum("...ld,...sd->...ls", q, k) / np.sqrt(k.shape[-1])
     w = np.exp(e - e.max(-1, keepdims=True))
@@ -164,6 +170,7 @@ RIGHT = [
     Right("ex-03-3", rs_reshape_loop),
     Right("ex-03-4", ao_weights_times_value_T),
     Right("ex-03-4", ao_einsum),
+    Right("ex-03-4", ao_plain_exp),
 ]
 
 # What the feedback must say for the mistake to count as named (the check's

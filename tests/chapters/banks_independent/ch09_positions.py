@@ -272,7 +272,7 @@ RIGHT = [
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
 # but nothing names its mistake (see tests/chapters/independent_banks.py).
 NAMED = {
-    "st_float32": "the exercise asks for a float64 tensor",
+    "st_float32": None,
     "st_exponent_k": "exponent i/d instead of 2i/d",
     "st_swapped": "sine and cosine swapped",
     "st_halves": "two halves instead of interleaved",
@@ -280,11 +280,11 @@ NAMED = {
     "rope_inverse_rotation": "rotates the other way",
     "rope_exponent_k": "exponent i/E instead of 2i/E",
     "rope_halves_layout": "pairs the two halves",
-    "rope_float64_out": "the exercise asks for a float32 tensor",
+    "rope_float64_out": None,
     "rope_positions_from_one": "positions counted from 1",
     "al_slope_from_zero": "slopes start at h = 0",
     "al_positive": "sign flipped",
-    "al_float64": "the exercise asks for a float32 tensor",
+    "al_float64": None,
     "al_minus_1e9": "-1e9 instead of -inf",
     "al_inverted": "the -inf on the wrong side",
     "al_no_mask": "instead of -inf",
