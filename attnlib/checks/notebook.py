@@ -36,7 +36,9 @@ def check(exercise_id: str, func: Callable[..., Any]) -> None:
     visible cases differ): running the same answer again shows the same
     tiers. A check of a function not named as the exercise asks (a
     ``lambda``, or a chapter's demonstration of a wrong answer) is a tour of
-    the feedback: it shows the first tier and uses up none of the learner's.
+    the feedback: its report comes under a heading that says so
+    (``TOUR_HEADING``), and it shows the first tier and uses up none of the
+    learner's.
     """
     if not callable(func):
         print(f"{exercise_id}: expected a function, got {type(func).__name__}")
@@ -44,13 +46,25 @@ def check(exercise_id: str, func: Callable[..., Any]) -> None:
     result = evaluate(exercise_id, func)
     if result.attempted and result.fraction < 1.0:
         result.shown_hints = _hint_tier(exercise_id, func, result)
-    print(wrap_feedback(result.report()))
+    report = result.report()
+    if _is_tour(exercise_id, func):
+        report = f"{TOUR_HEADING}\n{report}"
+    print(wrap_feedback(report))
+
+
+# The heading of a tour's report: a learner must not read it as their own failure.
+TOUR_HEADING = "A tour of the checker's feedback, on an example answer (not yours):"
+
+
+def _is_tour(exercise_id: str, func: Callable[..., Any]) -> bool:
+    """A check of a function not named as the exercise asks: a demonstration, not the learner's answer."""
+    return getattr(func, "__name__", None) != get_exercise(exercise_id).function
 
 
 def _hint_tier(exercise_id: str, func: Callable[..., Any], result) -> int:
     """How many hint tiers a failed check shows (see :func:`check`)."""
-    if getattr(func, "__name__", None) != get_exercise(exercise_id).function:
-        return 1  # a tour: the learner's own answer is named as the exercise asks
+    if _is_tour(exercise_id, func):
+        return 1  # the learner's own answer is named as the exercise asks
     answer = tuple((c.case, c.status, c.message) for c in result.cases)
     if _LAST_FAILURE.get(exercise_id) != answer:
         _FAILED_CHECKS[exercise_id] = _FAILED_CHECKS.get(exercise_id, 0) + 1

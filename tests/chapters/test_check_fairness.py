@@ -1,4 +1,4 @@
-"""Checks that are fair to the letter (issue 25, items 8 and 9).
+"""Checks that are fair to the letter (issue 25, items 8, 9 and 11).
 
 * The tolerance comes from the question (the case's inputs and the reference's
   output), never from the answer: an answer cast to float16 does not pass a
@@ -134,3 +134,16 @@ def test_compare_outputs_widens_to_float32_at_most():
     exp32 = exp64.astype(np.float32)
     assert not compare_outputs(exp32, exp32.astype(np.float16), rtol=1e-6, atol=1e-7)[0]
     assert not compare_outputs(exp64, exp64.astype(np.float16), rtol=1e-6, atol=1e-7)[0]
+
+
+def test_a_tours_report_comes_under_its_heading(tiered, capsys):
+    """Issue 25 item 11: a demonstration's failures are not the learner's."""
+    check(TIERED.id, lambda x: x)
+    out = capsys.readouterr().out
+    assert out.startswith(notebook_checks.TOUR_HEADING + "\n"), out
+
+    def double(x):
+        return x
+
+    check(TIERED.id, double)
+    assert notebook_checks.TOUR_HEADING not in capsys.readouterr().out
