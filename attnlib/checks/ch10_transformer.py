@@ -384,7 +384,16 @@ def _random_sentences(batch: int, seed: int):
     return lambda: (copy_batch(batch, torch.Generator().manual_seed(seed)),)
 
 
-def _read_on_with_mistake(tokens, *, shift=1, whole_prefix=False, all_rows=False, first_length=False):
+def _read_on_with_mistake(
+    tokens,
+    *,
+    shift=1,
+    whole_prefix=False,
+    all_rows=False,
+    first_length=False,
+    second_keys=False,
+    no_sep=False,
+):
     """read_on_keys with one known mistake: the wrong answers of ex-10-4.
 
     shift=0: the matching letter itself instead of the token after it; whole_prefix: keys
@@ -404,7 +413,19 @@ def _read_on_with_mistake(tokens, *, shift=1, whole_prefix=False, all_rows=False
         keys = keys[None].expand(B, L, L)
     else:
         keys = ((pos >= 1 + shift) & (pos <= n[:, None] + shift))[:, None, :].expand(B, L, L)
-    before = tokens if shift == 0 else torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)
+    if second_keys:  # keys after a letter of either copy, earlier or later than the row
+        letters = (pos >= 1) & (pos <= 2 * n[:, None] + 1) & (pos != n[:, None] + 1)  # (B, L)
+        keys = torch.cat([torch.zeros(B, 1, dtype=torch.bool), letters[:, :-1]], dim=1)[:, None, :]
+        keys = keys.expand(B, L, L)
+    if no_sep:
+        keys = keys & (tokens != SEP)[:, None, :]
+    if shift == -1:  # the token before the matching letter
+        before = torch.cat([tokens[:, 1:], torch.full((B, 1), -1)], dim=1)
+        keys = ((pos >= 0) & (pos <= n[:, None] - 1))[:, None, :].expand(B, L, L)
+    elif shift == 0:
+        before = tokens
+    else:
+        before = torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)
     same = tokens[:, :, None] == before[:, None, :]
     return same & rows[:, :, None] & keys
 
@@ -413,6 +434,9 @@ _match_itself = functools.partial(_read_on_with_mistake, shift=0)
 _whole_prefix = functools.partial(_read_on_with_mistake, whole_prefix=True)
 _all_rows = functools.partial(_read_on_with_mistake, all_rows=True)
 _first_length = functools.partial(_read_on_with_mistake, first_length=True)
+_both_copies_keys = functools.partial(_read_on_with_mistake, second_keys=True)
+_no_separator = functools.partial(_read_on_with_mistake, no_sep=True)
+_before_match = functools.partial(_read_on_with_mistake, shift=-1)
 
 
 register(
@@ -450,6 +474,24 @@ register(
                 _all_rows,
                 "only the rows of the second copy's letters (positions n + 2 .. 2n + 1) have keys; every "
                 "other row is all False.",
+            ),
+            Misconception(
+                "keys in the second copy too",
+                _both_copies_keys,
+                "only the first copy's tokens count as keys: the positions 2 .. n + 1, whose previous "
+                "token is a letter of the word.",
+            ),
+            Misconception(
+                "the separator after the last letter is left out",
+                _no_separator,
+                "the token after the word's last letter is the separator |, and it is a key too: it is "
+                "what an induction head reads on to when the letter just written ends the word.",
+            ),
+            Misconception(
+                "the token before the matching letter, not the one after it",
+                _before_match,
+                "the key sits one place *after* the earlier occurrence of the letter just written: compare "
+                "the row's letter with the token at s - 1.",
             ),
             Misconception(
                 "one word length for the whole batch",
