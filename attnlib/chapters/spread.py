@@ -18,8 +18,9 @@ Run a sweep (slow: minutes; the chapters never do)::
     python -m attnlib.chapters.spread ch01 attnlib.chapters.seq2seq:reverse_experiment \\
         --seeds 0 1 2 3 4
 
-The file records a hash of the experiment's module source; ``tests/chapters``
-fails when the code changed after the sweep (rerun the sweep, then commit).
+The file records a hash of the source of the experiment's module and of the chapter
+modules it imports; ``tests/chapters`` fails when that code changed after the sweep
+(rerun the sweep, then commit).
 """
 
 from __future__ import annotations
@@ -43,8 +44,49 @@ THREADS = (1, 2)
 _MARK = "@@SPREAD@@"
 
 
+def _chapter_dependencies(module_name: str) -> list[str]:
+    """``module_name`` and every ``attnlib.chapters`` module it imports, directly or not, sorted.
+
+    Imports anywhere in a module count (also those inside functions): a chapter's experiment
+    often imports the models of an earlier chapter where it uses them.
+    """
+    import ast
+
+    seen: set[str] = set()
+    todo = [module_name]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse(inspect.getsource(importlib.import_module(name)))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                base = node.module
+                if node.level:  # relative: from .vocab import ..., inside attnlib.chapters
+                    base = ".".join(name.split(".")[: -node.level] + [node.module])
+                names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for found in names:
+                if found.startswith("attnlib.chapters.") and found != __name__:
+                    try:
+                        importlib.import_module(found)
+                    except ImportError:
+                        continue  # a name imported from a module, not a module
+                    todo.append(found)
+    return sorted(seen)
+
+
 def source_hash(experiment: str) -> str:
-    """SHA-256 (first 16 hex digits) of the source of the module that defines ``experiment``.
+    """SHA-256 (first 16 hex digits) of the source of the experiment's module and its chapter modules.
+
+    The chapter modules it imports (``attnlib.chapters.*``, directly or not) count too: chapter
+    07's experiment trains chapter 01's GRU from ``attnlib.chapters.seq2seq``. attnlib's core is
+    not hashed: it is tested against torch, and a change to its numbers would show in the tests
+    of every chapter that asserts on its own run.
 
     Parameters
     ----------
@@ -55,9 +97,10 @@ def source_hash(experiment: str) -> str:
     -------
     str
     """
-    module_name = experiment.split(":")[0]
-    module = importlib.import_module(module_name)
-    return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for name in _chapter_dependencies(experiment.split(":")[0]):
+        digest.update(name.encode() + b"\0" + inspect.getsource(importlib.import_module(name)).encode())
+    return digest.hexdigest()[:16]
 
 
 def _child_code(experiment: str, seed: int, threads: int) -> str:
