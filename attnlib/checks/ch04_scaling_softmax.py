@@ -202,7 +202,9 @@ register(
             "row; choose that number so that exp can neither overflow nor underflow to all zeros.",
             "subtract each row's own maximum (not the maximum of the whole array), keeping the axis so "
             "that it lines up with the rows; then exponentiate and divide by the row sums.",
-            "m = x.max(axis=-1, keepdims=True); e = exp(x - m); return e / e.sum(axis=-1, keepdims=True).",
+            "subtract each row's largest value before exponentiating (the softmax does not change, and "
+            "no exponent is above 0); then divide each row by its own sum, keeping the reduced axis so "
+            "the division broadcasts.",
         ),
     )
 )
@@ -261,7 +263,8 @@ register(
             "exponentials first and add it back outside the logarithm.",
             "with m the maximum of each row, log(sum(exp(x))) = m + log(sum(exp(x - m))); the result "
             "has one number per row, shape x.shape[:-1].",
-            "m = x.max(axis=-1, keepdims=True); (m + log(exp(x - m).sum(axis=-1, keepdims=True)))[..., 0].",
+            "write log(sum(exp(x))) as m + log(sum(exp(x - m))) with m the row's maximum; keep the axis"
+            " while you compute, and drop it at the end so there is one number per row.",
         ),
     )
 )

@@ -63,7 +63,8 @@ register(
             "the mask holds True/False.",
             "compare a row of positions 0 .. max_len-1 with a column of lengths: broadcasting gives "
             "one row per sequence.",
-            "torch.arange(max_len)[None, :] < lengths[:, None], shape (B, max_len), dtype bool.",
+            "the comparison of a (1, max_len) row with a (B, 1) column broadcasts to (B, max_len); "
+            "make sure the result is bool, not the lengths' integer dtype.",
         ),
     )
 )
@@ -127,8 +128,9 @@ register(
             "query i may look at itself and at earlier keys, never at later ones; True means may attend.",
             "entry (i, j) is True when j <= i, counted from the top left whatever the number of keys: "
             "a lower triangle that includes the diagonal.",
-            "torch.tril(torch.ones(q_len, k_len, dtype=torch.bool)), or arange(k_len)[None, :] <= "
-            "arange(q_len)[:, None].",
+            "torch has a function that keeps the lower triangle of a matrix (diagonal included), and "
+            "comparing a column of query indices with a row of key indices gives the same (q_len, k_len) "
+            "mask.",
         ),
     )
 )

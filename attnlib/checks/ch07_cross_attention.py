@@ -157,8 +157,10 @@ register(
             "project the three, compare every target position with every source position (B, T, S),"
             " scale by the size of one query, block the padding before a softmax over the source"
             " axis, then average the values.",
-            "q = decoder_states @ w_q (B, T, d_k); k, v from encoder_states (B, S, ...); scores"
-            " (B, T, S) / sqrt(d_k), -inf where source_mask[:, None, :] is False, softmax over S, then @ v.",
+            "queries from the decoder states, keys and values from the encoder states; scores (B, T, S)"
+            " scaled by the square root of the query size; -inf where source_mask is False (insert an "
+            "axis for T so it broadcasts); softmax over S; the weights mix the values. Return the "
+            "output and the weights.",
         ),
     )
 )
@@ -236,8 +238,9 @@ register(
             " that sequence's length; the mask must broadcast against scores (B, h, T, S).",
             "build the (B, S) comparison of positions with lengths, then give it size-1 axes for the"
             " heads and the target positions.",
-            "positions = torch.arange(S); mask = positions[None, :] < src_lengths[:, None] is (B, S);"
-            " then mask[:, None, None, :] -> (B, 1, 1, S), dtype bool.",
+            "compare a row of source positions with a column of lengths (True where the position is "
+            "before its sequence's end), then add the axes that the (B, heads, T, S) scores need so the"
+            " bool mask broadcasts over heads and queries.",
         ),
     )
 )
@@ -319,8 +322,9 @@ register(
             " input, and a finished sequence writes only PAD after its EOS.",
             "keep, for every row, whether it has produced EOS yet; run all max_len steps for the whole"
             " batch, and keep the EOS itself.",
-            "prev = BOS for every row; repeat max_len times: logits, state = step(prev, state);"
-            " token = argmax; PAD where already finished; record; mark EOS as finished; prev = token.",
+            "start every row from BOS; at each of max_len steps feed the previous token and the state "
+            "to step and keep the arg-max; rows that already produced EOS get PAD; remember which rows "
+            "have just finished, and feed each step's token to the next.",
         ),
     )
 )
@@ -541,9 +545,9 @@ register(
             "self-attention over the targets, cross attention to the source, the feed-forward net.",
             "the self-attention is causal and has no source mask; the cross attention takes its "
             "queries from the decoder, keys and values from memory, and the source mask only.",
-            "a, _ = layer.self_attn(y, y, y, is_causal=True); y = layer.norm1(y + a); then the "
-            "same pattern with layer.cross_attn(y, memory, memory, attn_mask=src_mask) and norm2, "
-            "and with layer.ffn and norm3.",
+            "three sublayers in order, each followed by the residual addition and its own LayerNorm "
+            "(post-norm): causal self-attention on y; cross attention with queries from y and keys and "
+            "values from memory (the source mask belongs here); the feed-forward network.",
         ),
     )
 )

@@ -227,8 +227,9 @@ register(
         hints=(
             "one optimiser step per batch, the loss recorded before the step.",
             "position t predicts token t + 1: the inputs and the targets are the same tokens, shifted.",
-            "per batch: logits = model(tokens[:, :-1]); cross-entropy against tokens[:, 1:]; zero_grad, "
-            "backward, step.",
+            "the model reads every token but the last and is scored on every token but the first: shift"
+            " by one between input and target, flatten batch and time for the cross-entropy, then "
+            "zero_grad, backward and step; keep each loss detached.",
         ),
         rtol=1e-4,
         atol=1e-5,
