@@ -298,8 +298,9 @@ register(
             "carrying the decoder's state along.",
             "encode once; start from BOS and the encoder's context; every step gives logits and a "
             "new hidden state to keep.",
-            "max_len times: logits, hidden = model.decode(None, context, token, hidden=hidden); "
-            "token = logits.argmax(-1); afterwards PAD every position after a row's first EOS.",
+            "encode once; then feed the arg-max token back max_len times, carrying the decoder's hidden"
+            " state from one step to the next; afterwards every position after a row's first EOS "
+            "becomes PAD.",
         ),
     )
 )
@@ -485,8 +486,9 @@ register(
             "the decoder input is the target shifted right (BOS first); the loss compares the "
             "logits with the target itself and skips the padding; old gradients must not leak "
             "into the next step.",
-            "per batch: logits = model(src, shift_right(tgt)); cross_entropy(logits.flatten(0, 1), "
-            "tgt.flatten(), ignore_index=PAD); zero_grad, backward, step; keep loss.detach().",
+            "teacher forcing: the decoder's input is the target shifted right (BOS first); the loss is "
+            "the cross-entropy over the real (non-PAD) target tokens with batch and time flattened; "
+            "then zero_grad, backward and step, keeping each loss detached.",
         ),
     )
 )
