@@ -243,12 +243,27 @@ def attacked(tmp_path_factory):
                 path.unlink()
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(path))
+            listeners.append((listener, path))  # removed in the fixture's finally
             os.chmod(path, 0o777)
             listener.listen(8)
-            listeners.append((listener, path))
         except OSError:
             pass
         socks[label] = str(path)
+    try:
+        return _grade_the_attacks(top, subs, secret, socks)
+    finally:
+        for listener, path in listeners:
+            listener.close()
+            path.unlink(missing_ok=True)
+        for pid, _comm in _processes_with(MARK):  # never leave them on the host, whatever the test says
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        secret.rmdir()
+
+
+def _grade_the_attacks(top: Path, subs: Path, secret: Path, socks: dict) -> dict:
     out = top / "out"
     hidden = {
         "secret": str(secret),
@@ -281,20 +296,9 @@ def attacked(tmp_path_factory):
     add("ahead", w(fake_class.ZEROS, before=[AHEAD]))
     add("probe", w(C, after=[probe]))
     settings = Settings(out=out, timeout_cell=10.0, timeout_total=60.0, timeout_setup=120.0, isolation="auto")
-    try:
-        records = batch.grade("00-how-to-use", subs, out, jobs=1, settings=settings, quiet=True)
-        survivors_at_end = _processes_with(MARK)
-        groups_at_end = _run_groups()
-    finally:
-        for listener, path in listeners:
-            listener.close()
-            path.unlink(missing_ok=True)
-        for pid, _comm in _processes_with(MARK):  # never leave them on the host, whatever the test says
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        secret.rmdir()
+    records = batch.grade("00-how-to-use", subs, out, jobs=1, settings=settings, quiet=True)
+    survivors_at_end = _processes_with(MARK)
+    groups_at_end = _run_groups()
     by_name = {Path(r["file"]).stem.split("-", 1)[1]: r for r in records}
     return {
         "records": by_name,
