@@ -30,14 +30,7 @@ WRONG, RIGHT, NAMED = load()
 # than its text asks, in a checks module another engineer holds (#25): each is
 # a known false fail, strict, so that the fix makes this list fail until it is
 # emptied.
-KNOWN_FALSE_FAILS = {
-    # "here plain np.exp is enough": the hidden cases with scores in the hundreds
-    # and at -750 fail a plain np.exp answer (attnlib/checks/ch03_queries_keys_values.py)
-    "ex-03-3:rs_reshape_loop",
-    # the same text covers 03.4 (whose row softmax a learner reuses): the two hidden
-    # "large scores (hundreds)" cases fail a plain np.exp answer
-    "ex-03-4:ao_plain_exp",
-}
+KNOWN_FALSE_FAILS: set[str] = set()
 
 
 # Wrong answers that get full marks because the text and a course-wide rule

@@ -184,7 +184,7 @@ NAMED = {
     "sc_d_model": "sqrt(d_model) instead of sqrt(d_k)",
     "sc_unscaled": "no 1/sqrt(d_k)",
     "sc_by_d_k": "divided by d_k instead of sqrt(d_k)",
-    "sc_T": None,
+    "sc_T": "reverses the batch axes too",
     "sc_transposed": "the scores transposed",
     "rs_axis_minus2": "softmax over the wrong axis",
     "rs_no_keepdims": "without keepdims",
@@ -193,5 +193,5 @@ NAMED = {
     "ao_softmax_queries": "softmax over the wrong axis",
     "ao_unscaled": "no 1/sqrt(d_k)",
     "ao_scaled_by_d_v": "sqrt(d_v) instead of sqrt(d_k)",
-    "ao_T": None,
+    "ao_T": "reverses the batch axes too",
 }
