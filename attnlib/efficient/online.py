@@ -249,8 +249,9 @@ def online_rescale_(
         of :func:`online_update_`, moved to the new maximum in place.
     p : torch.Tensor
         ``(..., Bq, Bk)``, the tile's scores; overwritten with ``exp(p - m_new)``.
-    exp_ : callable, default torch.Tensor.exp_
-        The in-place exponential (``torch.Tensor.exp2_`` for base-2 scores).
+    exp_ : callable, optional
+        The in-place exponential: ``torch.Tensor.exp_`` (the default), or
+        ``torch.Tensor.exp2_`` for base-2 scores.
 
     Returns
     -------
