@@ -56,6 +56,15 @@ register(
                 lambda lengths, max_len: padding_mask(lengths, max_len).T,
                 "one row per sequence: compare arange(max_len)[None, :] with lengths[:, None].",
             ),
+            Misconception(
+                "positions compared with the lengths without a trailing axis (arange(max_len) < lengths)",
+                # a shape error whenever B != max_len (named when the learner's code raises the same
+                # error), a 1-D result otherwise
+                lambda lengths, max_len: torch.arange(max_len) < lengths,
+                "a (max_len,) row and a (B,) vector line up along the same axis, element by element; "
+                "to compare every position with every length, the lengths must stand in a column of "
+                "shape (B, 1) that broadcasts against the row.",
+            ),
         ],
         forbidden=("attnlib.masks.padding_mask", "attnlib.padding_mask"),
         hints=(

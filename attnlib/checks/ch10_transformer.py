@@ -275,13 +275,15 @@ def _gen_inputs(batch, prompt_len, new, seed, *, layers):
 
 @torch.no_grad()
 def _generate_with_mistake(
-    model, prompt, max_new_tokens, *, read_position=-1, offset_zero=False, fresh_caches=False
+    model, prompt, max_new_tokens, *, read_position=-1, offset_zero=False, fresh_caches=False, offset=None
 ):
     """generate_cached with one known mistake switched on: the wrong answers of ex-10-3.
 
     read_position: which position's logits pick the next token (the right one is -1, the last);
     offset_zero: every cached step is told it sits at position 0;
-    fresh_caches: every step starts from empty caches instead of the ones the prompt filled.
+    fresh_caches: every step starts from empty caches instead of the ones the prompt filled;
+    offset: a wrong offset rule, (P, n) -> offset of the n-th new token fed back (the right one
+    is P + n - 1): a constant P, one too far, or the prompt length forgotten.
     """
     B, P = prompt.shape
     caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
@@ -293,14 +295,19 @@ def _generate_with_mistake(
         if tokens.shape[1] < P + max_new_tokens:
             if fresh_caches:
                 caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
-            offset = 0 if offset_zero else tokens.shape[1] - 1
-            logits = model.forward_cached(next_token, caches, offset=offset)
+            at = 0 if offset_zero else tokens.shape[1] - 1
+            if offset is not None:
+                at = offset(P, tokens.shape[1] - P)
+            logits = model.forward_cached(next_token, caches, offset=at)
     return tokens
 
 
 _offset_zero = functools.partial(_generate_with_mistake, offset_zero=True)
 _fresh_cache_each_step = functools.partial(_generate_with_mistake, fresh_caches=True)
 _first_position = functools.partial(_generate_with_mistake, read_position=0)
+_offset_fixed_at_p = functools.partial(_generate_with_mistake, offset=lambda P, n: P)
+_offset_one_too_far = functools.partial(_generate_with_mistake, offset=lambda P, n: P + n)
+_offset_without_prompt = functools.partial(_generate_with_mistake, offset=lambda P, n: n - 1)
 
 
 register(
@@ -319,10 +326,27 @@ register(
         ),
         misconceptions=[
             Misconception(
+                "every new token is placed at position P (the offset does not advance)",
+                _offset_fixed_at_p,
+                "each token fed back sits one position further than the one before: the offset grows "
+                "with every step, it is not the prompt's length each time.",
+            ),
+            Misconception(
                 "every new token is placed at position 0",
                 _offset_zero,
                 "the positions keep counting: the token appended as the n-th of the sequence sits at "
                 "offset n - 1.",
+            ),
+            Misconception(
+                "the offset is one too far: the first token fed back is placed at P + 1, not P",
+                _offset_one_too_far,
+                "positions count from 0: the prompt fills 0 .. P - 1, so the first new token sits at "
+                "P, the next at P + 1, ...",
+            ),
+            Misconception(
+                "the offset counts only the new tokens (the prompt's length is left out)",
+                _offset_without_prompt,
+                "the offset is the token's absolute position in the whole sequence, prompt included.",
             ),
             Misconception(
                 "a new, empty cache at every step",

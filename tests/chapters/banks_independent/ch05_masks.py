@@ -158,7 +158,7 @@ RIGHT = [
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
 # but nothing names its mistake (see tests/chapters/independent_banks.py).
 NAMED = {
-    "pm_no_trailing_axis": None,
+    "pm_no_trailing_axis": "without a trailing axis",
     "pm_le": "positions <= length are kept",
     "pm_long": "expected booleans",
     "pm_inverted": "the mask is inverted",
