@@ -22,6 +22,12 @@ echo "setting up the course environment in .venv (first run: a few minutes)"
 .venv/bin/python -m pip install --quiet --progress-bar off -r requirements.txt
 .venv/bin/python -m pip install --quiet --progress-bar off --no-deps -e .
 .venv/bin/python -m pip check
+# coursetools (the instructor's tools) is not in the learner's package: it runs from this
+# checkout. A .pth file puts the checkout on the course environment's path, so that
+# `python -m coursetools.grade ...` works from any folder (the guide's commands run in the
+# folder of a class's download).
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$PWD" > "$site/course-checkout.pth"
 # The accessibility test's axe-core, the current release from npm (tests/site/test_accessibility.py
 # reads .venv/axe/node_modules/axe-core/axe.min.js). Without npm that test skips and says why.
 AXE_CORE_VERSION=4.14.1

@@ -111,6 +111,8 @@ def test_a_checkout_in_the_temporary_folder_sees_no_other_folder_of_it(tmp_path)
     record = json.loads((out / "reader" / "record.json").read_text(encoding="utf-8"))
     assert (record["status"], record["total"]) == ("graded", 0.0), record["exercises"]
     printed = record["output"]["head"]
-    # /tmp holds at most the folders on the way to the checkout, nothing else of the host's
-    on_the_way = repr(sorted({repo.resolve().relative_to("/tmp").parts[0]}))
+    # /tmp holds at most the folders on the way to the checkout and to the interpreter's
+    # environment (the course's .venv, under /tmp too when the whole clone is), nothing else
+    needed = [repo.resolve(), Path(sys.prefix).resolve(), Path(sys.executable).resolve()]
+    on_the_way = repr(sorted({p.relative_to("/tmp").parts[0] for p in needed if p.is_relative_to("/tmp")}))
     assert f"TMP {on_the_way}" in printed and "NAMED []" in printed, printed
