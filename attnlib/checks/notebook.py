@@ -49,7 +49,13 @@ def check(exercise_id: str, func: Callable[..., Any]) -> None:
     report = result.report()
     if _is_tour(exercise_id, func):
         report = f"{TOUR_HEADING}\n{report}"
+    elif result.attempted and result.fraction == 1.0:
+        report = f"{report}\n{HIDDEN_CASES_NOTE}"
     print(wrap_feedback(report))
+
+
+# Said after a pass: the visible cases are not the whole grade.
+HIDDEN_CASES_NOTE = "When your instructor grades it, hidden cases of the same kind are added."
 
 
 # The heading of a tour's report: a learner must not read it as their own failure.

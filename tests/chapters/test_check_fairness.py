@@ -147,3 +147,19 @@ def test_a_tours_report_comes_under_its_heading(tiered, capsys):
 
     check(TIERED.id, double)
     assert notebook_checks.TOUR_HEADING not in capsys.readouterr().out
+
+
+def test_a_pass_says_the_grader_adds_hidden_cases(tiered, capsys):
+    """Issue 25 item 9: after a pass the learner is told the visible cases are not the whole grade."""
+
+    def double(x):
+        return 2 * x
+
+    check(TIERED.id, double)
+    assert notebook_checks.HIDDEN_CASES_NOTE in capsys.readouterr().out
+
+    def double_wrong(x):
+        return x
+
+    check(TIERED.id, double_wrong)  # a failure (and a tour): no such line
+    assert notebook_checks.HIDDEN_CASES_NOTE not in capsys.readouterr().out
