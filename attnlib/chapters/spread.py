@@ -81,7 +81,7 @@ def _chapter_dependencies(module_name: str) -> list[str]:
 
 
 def source_hash(experiment: str) -> str:
-    """SHA-256 (first 16 hex digits) of the source of the experiment's module and its chapter modules.
+    """SHA-256 (first 16 hex digits) of the code of the experiment's module and its chapter modules.
 
     The chapter modules it imports (``attnlib.chapters.*``, directly or not) count too: chapter
     07's experiment trains chapter 01's GRU from ``attnlib.chapters.seq2seq``. attnlib's core is
@@ -99,8 +99,31 @@ def source_hash(experiment: str) -> str:
     """
     digest = hashlib.sha256()
     for name in _chapter_dependencies(experiment.split(":")[0]):
-        digest.update(name.encode() + b"\0" + inspect.getsource(importlib.import_module(name)).encode())
+        code = _code_only(inspect.getsource(importlib.import_module(name)))
+        digest.update(name.encode() + b"\0" + code.encode())
     return digest.hexdigest()[:16]
+
+
+def _code_only(source: str) -> str:
+    """The module's syntax tree without docstrings: what computes, not what is said about it.
+
+    Comments and layout are not in the tree either, so rewording a docstring or reformatting
+    does not ask for a new sweep; changing a number, an expression or a call does.
+    """
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
 
 
 def _child_code(experiment: str, seed: int, threads: int) -> str:

@@ -67,3 +67,11 @@ def test_sweep_load_and_check(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="path must be one of"):
         spread.run_one("toy_experiment:experiment", 0, "avx9", 1)
     del sys.modules["toy_experiment"]
+
+
+def test_the_hash_follows_the_code_not_the_prose():
+    base = 'def f(seed):\n    """One run."""\n    return {"x": seed * 2}  # doubled\n'
+    reworded = 'def f(seed):\n    """One run of the experiment, reworded."""\n    return {"x": seed * 2}\n'
+    changed = 'def f(seed):\n    """One run."""\n    return {"x": seed * 3}\n'
+    assert spread._code_only(base) == spread._code_only(reworded)
+    assert spread._code_only(base) != spread._code_only(changed)
