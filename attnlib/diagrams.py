@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._validate import check_integer
 from .plotting import FIGURE_WIDTH, MIN_FONT_SIZE, use_course_style
 
 # colours (the Okabe-Ito palette, readable by colour-blind readers)
@@ -41,6 +42,14 @@ BLUE, ORANGE, GREEN, VERMILION, PURPLE, SKY, GREY = (
 )
 LIGHT = {BLUE: "#cfe3f2", ORANGE: "#fbe7bf", GREEN: "#c4ebdf", VERMILION: "#f6d3bd", PURPLE: "#f2deea"}
 FS = MIN_FONT_SIZE + 1  # text inside diagrams
+
+
+def _count(fn: str, name: str, value, low: int, high: int) -> int:
+    """An integer argument from ``low`` to ``high`` (TypeError for a non-integer, ValueError out of range)."""
+    value = check_integer(fn, name, value)
+    if not low <= value <= high:
+        raise ValueError(f"{fn}: {name} must be an integer from {low} to {high}, got {value}")
+    return value
 
 
 def _canvas(height: float, xlim=(0, 10), ylim=None):
@@ -108,9 +117,8 @@ def draw_bottleneck(source_len: int = 4, target_len: int = 4):
     -------
     matplotlib.figure.Figure
     """
-    for name, n in (("source_len", source_len), ("target_len", target_len)):
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 2 <= n <= 6:
-            raise ValueError(f"draw_bottleneck: {name} must be an integer from 2 to 6, got {n!r}")
+    source_len = _count("draw_bottleneck", "source_len", source_len, 2, 6)
+    target_len = _count("draw_bottleneck", "target_len", target_len, 2, 6)
     fig, ax = _canvas(3.0, xlim=(0, 10), ylim=(0, 6))
     step = 4.2 / source_len
     xs_enc = [0.6 + step * (i + 0.5) for i in range(source_len)]
@@ -252,8 +260,7 @@ def draw_heads(num_heads: int = 4):
     """
     from matplotlib.patches import Rectangle
 
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int | np.integer) or not 2 <= num_heads <= 6:
-        raise ValueError(f"draw_heads: num_heads must be an integer from 2 to 6, got {num_heads!r}")
+    num_heads = _count("draw_heads", "num_heads", num_heads, 2, 6)
     colors = [BLUE, ORANGE, GREEN, VERMILION, PURPLE, SKY][:num_heads]
     fig, ax = _canvas(3.3, xlim=(0, 10), ylim=(0, 6.6))
     h, w = 3.0, 1.2  # a (L, d_model) matrix drawn as a rectangle
@@ -302,9 +309,7 @@ def draw_heads(num_heads: int = 4):
 def draw_cross_attention():
     """Chapter 07: an encoder-decoder; the decoder's queries attend to the encoder's keys and values.
 
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Returns the ``Figure`` (as every function here).
     """
     fig, ax = _canvas(4.4, xlim=(0, 10), ylim=(0, 8.8))
     # encoder
@@ -360,9 +365,8 @@ def draw_tiles(n_query_tiles: int = 4, n_key_tiles: int = 4, causal: bool = True
     """
     from matplotlib.patches import Rectangle
 
-    for name, n in (("n_query_tiles", n_query_tiles), ("n_key_tiles", n_key_tiles)):
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 2 <= n <= 8:
-            raise ValueError(f"draw_tiles: {name} must be an integer from 2 to 8, got {n!r}")
+    n_query_tiles = _count("draw_tiles", "n_query_tiles", n_query_tiles, 2, 8)
+    n_key_tiles = _count("draw_tiles", "n_key_tiles", n_key_tiles, 2, 8)
     fig, ax = _canvas(3.8, xlim=(0, 10), ylim=(0, 7.6))
     size = 5.6 / max(n_query_tiles, n_key_tiles)
     x0, y_top = 1.2, 6.6
@@ -421,9 +425,7 @@ def draw_memory_hierarchy():
     The numbers are those of Dao et al. (2022), Figure 1 (left): an A100's on-chip SRAM,
     20 MB at 19 TB/s; its HBM, 40 GB at 1.5 TB/s; CPU DRAM, over 1 TB at 12.8 GB/s.
 
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Returns the ``Figure`` (as every function here).
     """
     levels = (
         ("GPU SRAM", "20 MB", "19 TB/s", 19e12, ORANGE),
@@ -450,9 +452,7 @@ def draw_memory_hierarchy():
 def draw_norm_placement():
     """Chapter 10: LayerNorm after the residual addition (post-norm) or before the sublayer (pre-norm).
 
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Returns the ``Figure`` (as every function here).
     """
     fig, ax = _canvas(4.0, xlim=(0, 10), ylim=(0, 8))
 

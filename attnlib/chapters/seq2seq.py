@@ -550,17 +550,7 @@ def bottleneck_metrics(model: nn.Module, losses: list[float]) -> dict:
 
 
 def bottleneck_experiment(seed: int = 0) -> dict:
-    """Chapter 01's experiment for one seed: :func:`train_reverse_model`, then :func:`bottleneck_metrics`.
-
-    Parameters
-    ----------
-    seed : int, optional
-
-    Returns
-    -------
-    dict
-        See :func:`bottleneck_metrics`.
-    """
+    """Chapter 01's experiment for one ``seed``: :func:`bottleneck_metrics` of :func:`train_reverse_model`."""
     return bottleneck_metrics(*train_reverse_model(seed))
 
 
@@ -675,15 +665,5 @@ def alignment_metrics(model, losses, baseline, baseline_losses) -> dict:
 
 
 def alignment_experiment(seed: int = 0) -> dict:
-    """Chapter 02's experiment for one seed: :func:`train_unshuffle_models`, then :func:`alignment_metrics`.
-
-    Parameters
-    ----------
-    seed : int, optional
-
-    Returns
-    -------
-    dict
-        See :func:`alignment_metrics`.
-    """
+    """Chapter 02's experiment for one ``seed``: :func:`alignment_metrics` of the trained models."""
     return alignment_metrics(*train_unshuffle_models(seed))

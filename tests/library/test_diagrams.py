@@ -45,7 +45,7 @@ def test_query_key_value_draws_the_softmax_of_the_scores():
     ("call", "message"),
     [
         (lambda: diagrams.draw_bottleneck(source_len=9), "source_len must be an integer from 2 to 6"),
-        (lambda: diagrams.draw_heads(num_heads=True), "num_heads must be an integer from 2 to 6"),
+        (lambda: diagrams.draw_heads(num_heads=True), "draw_heads: num_heads must be an integer"),
         (lambda: diagrams.draw_tiles(n_key_tiles=1), "n_key_tiles must be an integer from 2 to 8"),
         (lambda: diagrams.draw_alignment(weights=np.ones((2, 2))), r"weights must have shape \(5, 5\)"),
         (lambda: diagrams.draw_query_key_value([1.0]), "scores must be 2 to 6 numbers"),
@@ -54,3 +54,8 @@ def test_query_key_value_draws_the_softmax_of_the_scores():
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_non_number_size_is_a_type_error():
+    with pytest.raises(TypeError, match="draw_tiles: n_key_tiles"):
+        diagrams.draw_tiles(n_key_tiles="4")
