@@ -804,6 +804,9 @@ def confine(settings: dict, report: dict) -> None:
         except OSError as exc:
             report["errors"].append(str(exc))
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        # a forked child does not inherit the parent-death signal, and a change of uid clears
+        # it: arm it here in every mode (in userns mode the uid never changes)
+        set_pdeathsig()
         try:
             install_seccomp(libc)
             report["seccomp"] = True
