@@ -115,6 +115,29 @@ def strip_written_answer(source: str, where: str) -> str:
     return "\n".join(out)
 
 
+def _check_answer_cell(
+    where: str,
+    noun: str,
+    answer_id,
+    pattern,
+    form: str,
+    meta: dict,
+    has_region: bool,
+    seen: set,
+    region_note: str = "",
+) -> None:
+    """The checks every graded cell passes (an exercise or a written question); records its id in ``seen``."""
+    if not pattern.match(str(answer_id)):
+        raise AssignError(f"{where}: {noun} id {answer_id!r} is not of the form '{form}'")
+    if answer_id in seen:
+        raise AssignError(f"{where}: {noun} id {answer_id!r} is used twice")
+    if not isinstance(meta.get("points"), int | float) or meta["points"] <= 0:
+        raise AssignError(f"{where}: {noun} {answer_id!r} needs positive metadata attnlib.points")
+    if not has_region:
+        raise AssignError(f"{where}: {noun} {answer_id!r} has no {BEGIN} region{region_note}")
+    seen.add(answer_id)
+
+
 def _written_question(cell, where: str, seen: set[str]) -> None:
     """Check and hand out a markdown cell: a written question's answer cell loses its answer."""
     meta = exercise_meta(cell)
@@ -124,15 +147,17 @@ def _written_question(cell, where: str, seen: set[str]) -> None:
         if has_region:
             raise AssignError(f"{where}: answer region in a markdown cell without metadata attnlib.manual")
         return
-    if not QUESTION_ID.match(str(q_id)):
-        raise AssignError(f"{where}: written question id {q_id!r} is not of the form 'q-NN-k'")
-    if q_id in seen:
-        raise AssignError(f"{where}: written question id {q_id!r} is used twice")
-    if not isinstance(meta.get("points"), int | float) or meta["points"] <= 0:
-        raise AssignError(f"{where}: written question {q_id!r} needs positive metadata attnlib.points")
-    if not has_region:
-        raise AssignError(f"{where}: written question {q_id!r} has no {BEGIN} region (its model answer)")
-    seen.add(q_id)
+    _check_answer_cell(
+        where,
+        "written question",
+        q_id,
+        QUESTION_ID,
+        "q-NN-k",
+        meta,
+        has_region,
+        seen,
+        region_note=" (its model answer)",
+    )
     cell.source = strip_written_answer(cell.source, where)
 
 
@@ -212,15 +237,7 @@ def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nb
             raise AssignError(f"{where}: answer region in a cell without metadata attnlib.exercise")
         if ex_id is None:
             continue
-        if not EXERCISE_ID.match(str(ex_id)):
-            raise AssignError(f"{where}: exercise id {ex_id!r} is not of the form 'ex-NN-k'")
-        if ex_id in seen:
-            raise AssignError(f"{where}: exercise id {ex_id!r} is used twice")
-        if not isinstance(meta.get("points"), int | float) or meta["points"] <= 0:
-            raise AssignError(f"{where}: exercise {ex_id!r} needs positive metadata attnlib.points")
-        if not has_region:
-            raise AssignError(f"{where}: exercise {ex_id!r} has no {BEGIN} region")
-        seen.add(ex_id)
+        _check_answer_cell(where, "exercise", ex_id, EXERCISE_ID, "ex-NN-k", meta, has_region, seen)
         cell.source = strip_solution(cell.source, ex_id, where)
     if seen:
         with_ids = bool(nb.cells) and all("id" in cell for cell in nb.cells)
