@@ -9,18 +9,198 @@ into an :class:`Event`; a ``step`` event becomes the :class:`Step` in progress, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from enum import Enum
+from typing import Any
 
-EventKind = Literal["hello", "step", "case", "cell-error", "cell-done", "done", "fatal", "flood"]
-StepKind = Literal["cell", "case"]
-# how one run of a submission's process ends
-RunEnd = Literal["done", "step-timeout", "died", "deadline", "fatal", "stopped", "flood"]
-# what is known about one case: an output, an error, or why there is none
-CaseKind = Literal[
-    "value", "not-attempted", "missing", "error", "timeout", "died", "timeout-skipped", "died-skipped"
-]
-EVENT_KINDS = frozenset(get_args(EventKind))
-CASE_KINDS = frozenset(get_args(CaseKind))
+
+class _Word(str, Enum):
+    """A member that is its wire word: it compares equal to, and prints as, that string."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def read(cls, value: Any) -> Any:
+        """The member whose word is ``value``; None for anything else (a reply is never trusted).
+
+        Unlike ``cls(value)``, this neither raises nor hashes a value that is not a
+        string (a decoded JSON list or object).
+        """
+        if not isinstance(value, str):
+            return None
+        try:
+            return cls(value)
+        except ValueError:
+            return None
+
+
+class EventKind(_Word):
+    """The ``"t"`` of a message on the channel (what the sandbox's trusted parent reports)."""
+
+    HELLO = "hello"
+    STEP = "step"
+    CASE = "case"
+    CELL_ERROR = "cell-error"
+    CELL_DONE = "cell-done"
+    DONE = "done"
+    FATAL = "fatal"
+    FLOOD = "flood"
+
+
+class StepKind(_Word):
+    """What a ``step`` message starts: a cell of the plan or a case of an exercise."""
+
+    CELL = "cell"
+    CASE = "case"
+
+
+class RunEnd(_Word):
+    """How one run of a submission's process ends."""
+
+    DONE = "done"
+    STEP_TIMEOUT = "step-timeout"
+    DIED = "died"
+    DEADLINE = "deadline"
+    FATAL = "fatal"
+    STOPPED = "stopped"
+    FLOOD = "flood"
+
+
+class CaseKind(_Word):
+    """What is known about one case: an output, an error, or why there is none."""
+
+    VALUE = "value"
+    NOT_ATTEMPTED = "not-attempted"
+    MISSING = "missing"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    DIED = "died"
+    TIMEOUT_SKIPPED = "timeout-skipped"
+    DIED_SKIPPED = "died-skipped"
+
+    @property
+    def ran(self) -> bool:
+        """The learner's function was called for this case (it returned or raised)."""
+        return self in (CaseKind.VALUE, CaseKind.ERROR)
+
+    @property
+    def by_grader(self) -> bool:
+        """A kind only the grader records (the run hung or died): never read from the channel."""
+        return self in (CaseKind.TIMEOUT, CaseKind.DIED, CaseKind.TIMEOUT_SKIPPED, CaseKind.DIED_SKIPPED)
+
+
+class Phase(_Word):
+    """Where a ``case`` message's exercise was evaluated: right after its cell, or at the end."""
+
+    CELL = "cell"
+    END = "end"
+
+
+class LookupState(_Word):
+    """What the learner's process found under an exercise's function name (its ``lookup`` reply)."""
+
+    MISSING = "missing"
+    OK = "ok"
+    NOT_CALLABLE = "not-callable"
+
+
+class Request(_Word):
+    """What the trusted parent asks the learner's process (the ``op`` of a request on their socketpair)."""
+
+    CELL = "cell"  # run cell ``cell``; the reply may hold an ``error``
+    LOOKUP = "lookup"  # look up exercise ``ex``'s function; the reply holds a LookupState
+    CASE = "case"  # call it on case ``case``; the reply holds a CaseKind the learner may send
+    FLUSH = "flush"  # flush stdout and stderr
+
+
+EVENT_KINDS = frozenset(k.value for k in EventKind)
+CASE_KINDS = frozenset(k.value for k in CaseKind)
+ETYPE_CHARS = 80  # an exception's type name, as the harness sends it and the grader reads it
+TEXT_CHARS = 300  # an exception's first line, likewise
+
+
+# The messages of the channel, one function per event kind: the harness (the sandbox's
+# trusted parent) sends what they return, after the run's secret ("k"); the grader reads
+# them back with Event.parse, Step.from_event and CaseEvent.from_event below.
+
+
+def hello(isolation: dict, pid: int) -> dict:
+    """The first message: the learner's process confined itself (``isolation``: its report)."""
+    return {"t": EventKind.HELLO, "isolation": isolation, "pid": pid}
+
+
+def fatal(message: str) -> dict:
+    """The harness could not start (imports, the sandbox, the cases' inputs): no learner code ran."""
+    return {"t": EventKind.FATAL, "message": message}
+
+
+def flood(message: str) -> dict:
+    """The learner's process sent too much to the trusted parent: the run stops here."""
+    return {"t": EventKind.FLOOD, "message": message}
+
+
+def cell_step(cell: int) -> dict:
+    """Cell ``cell`` of the plan starts."""
+    return {"t": EventKind.STEP, "kind": StepKind.CELL, "cell": cell}
+
+
+def case_step(ex: str, case: str) -> dict:
+    """Case ``case`` of exercise ``ex`` starts."""
+    return {"t": EventKind.STEP, "kind": StepKind.CASE, "ex": ex, "case": case}
+
+
+def cell_error(cell: int, etype: Any, text: Any, line: Any) -> dict:
+    """Cell ``cell`` raised (``line``: the cell's line, None when unknown or not an int)."""
+    return {
+        "t": EventKind.CELL_ERROR,
+        "cell": cell,
+        "etype": str(etype)[:ETYPE_CHARS],
+        "text": str(text)[:TEXT_CHARS],
+        "line": line if isinstance(line, int) else None,
+    }
+
+
+def cell_done(cell: int, seconds: float) -> dict:
+    """Cell ``cell`` ended (after at most one ``cell-error``)."""
+    return {"t": EventKind.CELL_DONE, "cell": cell, "seconds": seconds}
+
+
+def case_outcome(
+    ex: str,
+    case: str,
+    phase: Phase,
+    kind: CaseKind,
+    seconds: float,
+    *,
+    value: Any = None,
+    etype: Any = "",
+    text: Any = "",
+    defined: list | None = None,
+) -> dict:
+    """What case ``case`` of exercise ``ex`` gave: its ``value`` (wire-encoded), an error, or neither.
+
+    ``value`` is sent for kind ``value`` only, ``etype`` and ``text`` for kinds
+    ``error`` and ``missing``; ``defined`` is ``[file name, first line]`` of the
+    code object that defines the function, when the learner's process reported one.
+    Only the grader records the kinds of a run that hung or died (``CaseKind.by_grader``).
+    """
+    kind = CaseKind(kind)
+    if kind.by_grader:
+        raise ValueError(f"kind: {kind} is recorded by the grader, never sent by the harness")
+    message: dict = {"t": EventKind.CASE, "ex": ex, "case": case, "phase": Phase(phase), "kind": kind}
+    if kind is CaseKind.VALUE:
+        message["value"] = value
+    elif kind in (CaseKind.ERROR, CaseKind.MISSING):
+        message.update(etype=str(etype)[:ETYPE_CHARS], text=str(text)[:TEXT_CHARS])
+    if defined is not None:
+        message["defined"] = defined
+    message["seconds"] = seconds
+    return message
+
+
+def done(forged: int) -> dict:
+    """The last message: the run is over (``forged``: replies of the learner's process dropped)."""
+    return {"t": EventKind.DONE, "forged": forged}
 
 
 @dataclass(frozen=True)
@@ -32,20 +212,23 @@ class Step:
     ex: str | None = None
     case: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", StepKind(self.kind))  # a wire word becomes its member
+
     @classmethod
     def from_event(cls, data: dict) -> Step | None:
         kind = data.get("kind")
-        if kind == "cell":
+        if kind == StepKind.CELL:
             try:
-                return cls("cell", cell=int(data.get("cell", -1)))
+                return cls(StepKind.CELL, cell=int(data.get("cell", -1)))
             except (TypeError, ValueError):
                 return None
-        if kind == "case":
-            return cls("case", ex=str(data.get("ex")), case=str(data.get("case")))
+        if kind == StepKind.CASE:
+            return cls(StepKind.CASE, ex=str(data.get("ex")), case=str(data.get("case")))
         return None
 
     def where(self) -> str:
-        return f"cell {self.cell}" if self.kind == "cell" else f"{self.ex}, case {self.case!r}"
+        return f"cell {self.cell}" if self.kind is StepKind.CELL else f"{self.ex}, case {self.case!r}"
 
 
 @dataclass(frozen=True)
@@ -55,13 +238,18 @@ class Event:
     kind: EventKind
     data: dict
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", EventKind(self.kind))  # a wire word becomes its member
+
     @classmethod
     def parse(cls, data: Any, token: str) -> Event | None:
         """The event in a decoded JSON line, or None when it is not one of this run's events."""
-        if not isinstance(data, dict) or data.get("k") != token or data.get("t") not in EVENT_KINDS:
+        if not isinstance(data, dict) or data.get("k") != token:
+            return None
+        if not isinstance(data.get("t"), str) or data["t"] not in EVENT_KINDS:
             return None
         body = {k: v for k, v in data.items() if k not in ("k", "t")}
-        return cls(data["t"], body)
+        return cls(EventKind(data["t"]), body)
 
 
 @dataclass(frozen=True)
@@ -73,12 +261,16 @@ class CaseEvent:
     etype: str = ""
     text: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", CaseKind(self.kind))  # a wire word becomes its member
+
     @classmethod
     def from_event(cls, data: dict) -> CaseEvent | None:
         kind = data.get("kind")
-        if kind not in CASE_KINDS:
+        if not isinstance(kind, str) or kind not in CASE_KINDS:
             return None
-        return cls(kind, data.get("value"), str(data.get("etype", ""))[:80], str(data.get("text", ""))[:300])
+        etype, text = str(data.get("etype", ""))[:ETYPE_CHARS], str(data.get("text", ""))[:TEXT_CHARS]
+        return cls(CaseKind(kind), data.get("value"), etype, text)
 
 
 @dataclass
@@ -89,6 +281,9 @@ class RunOutcome:
     step: Step | None = None
     message: str = ""
     returncode: int | None = None
+
+    def __post_init__(self) -> None:
+        self.end = RunEnd(self.end)  # a wire word becomes its member
 
 
 @dataclass
@@ -143,17 +338,17 @@ class Transcript:
         first = self._count == 0
         self._count += 1
         kind, data = event.kind, event.data
-        if kind in ("hello", "fatal"):
-            self._started = self._started or (first and kind == "hello")
+        if kind in (EventKind.HELLO, EventKind.FATAL):
+            self._started = self._started or (first and kind is EventKind.HELLO)
             return first
         if not self._started:
             return False
         step = self._open
-        if kind == "step":
+        if kind is EventKind.STEP:
             new = Step.from_event(data)
             if new is None or step is not None:
                 return False
-            if new.kind == "cell":
+            if new.kind is StepKind.CELL:
                 if new.cell not in self._cells[self._position :]:
                     return False
                 self._position = self._cells.index(new.cell, self._position) + 1
@@ -161,25 +356,25 @@ class Transcript:
                 return False
             self._open, self._cell_error = new, False
             return True
-        if kind in ("cell-error", "cell-done"):
-            if step is None or step.kind != "cell" or data.get("cell") != step.cell:
+        if kind in (EventKind.CELL_ERROR, EventKind.CELL_DONE):
+            if step is None or step.kind is not StepKind.CELL or data.get("cell") != step.cell:
                 return False
-            if kind == "cell-error":
+            if kind is EventKind.CELL_ERROR:
                 fits, self._cell_error = not self._cell_error, True
                 return fits
             self._open = None
             return True
-        if kind == "case":
+        if kind is EventKind.CASE:
             if (
                 step is None
-                or step.kind != "case"
+                or step.kind is not StepKind.CASE
                 or (data.get("ex"), data.get("case")) != (step.ex, step.case)
             ):
                 return False
             self._open = None
             return True
-        if kind == "done":
+        if kind is EventKind.DONE:
             return step is None
-        if kind == "flood":  # the trusted parent stops a learner that floods its socket (a thread
+        if kind is EventKind.FLOOD:  # the trusted parent stops a learner that floods its socket (a thread
             return True  # of the learner may do it between steps, while a function is looked up)
         return False
