@@ -12,6 +12,7 @@ block has seen an allowed key and the tiles are large, by
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -131,10 +132,6 @@ def tiled_attention(
     >>> reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     >>> out.shape, bool((out - reference).abs().max() < 1e-5)
     (torch.Size([2, 3, 10, 4]), True)
-
-    Differentiable: the backward pass (FlashAttention-2, Dao 2023) recomputes
-    every tile's probabilities from the saved per-row log-sum-exp instead of
-    storing them; it supports one backward pass (no double backward).
     """
     gqa = check_flag("tiled_attention", "enable_gqa", enable_gqa)
     fn = "tiled_attention(enable_gqa=True)" if gqa else "tiled_attention"
@@ -148,17 +145,7 @@ def tiled_attention(
 
 
 def grouped_query_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    key_mask: torch.Tensor | None = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    *,
-    diagonal: int = 0,
-    block_q: int = DEFAULT_BLOCK_Q,
-    block_k: int = DEFAULT_BLOCK_K,
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args, **kwargs
 ) -> torch.Tensor:
     """Grouped-query attention (GQA); multi-query attention (MQA) when ``Hkv == 1``.
 
@@ -174,7 +161,8 @@ def grouped_query_attention(
     value : torch.Tensor
         ``(B, Hkv, S, Ev)``.
     attn_mask, key_mask, is_causal, scale, diagonal, block_q, block_k
-        As in :func:`tiled_attention`.
+        As in :func:`tiled_attention`, in the same places: the signature is
+        tiled_attention's without ``enable_gqa`` (derived from it, not copied).
 
     Returns
     -------
@@ -187,10 +175,20 @@ def grouped_query_attention(
     >>> grouped_query_attention(q, k, v).shape
     torch.Size([1, 4, 3, 8])
     """
-    return tiled_attention(
-        query, key, value, attn_mask, key_mask, is_causal, scale,
-        enable_gqa=True, diagonal=diagonal, block_q=block_q, block_k=block_k,
-    )  # fmt: skip
+    try:
+        bound = _GQA_SIGNATURE.bind(query, key, value, *args, **kwargs)
+    except TypeError as err:  # e.g. enable_gqa, which this function sets itself
+        raise TypeError(f"grouped_query_attention: {err}") from None
+    return tiled_attention(*bound.args, **bound.kwargs, enable_gqa=True)
+
+
+# grouped_query_attention takes every parameter of tiled_attention but enable_gqa, in the
+# same places: its signature is derived from tiled_attention's instead of being written out
+# again, so the two cannot drift apart. help(), the API page and the binding above read it.
+_GQA_SIGNATURE = inspect.signature(tiled_attention).replace(
+    parameters=[p for p in inspect.signature(tiled_attention).parameters.values() if p.name != "enable_gqa"]
+)
+grouped_query_attention.__signature__ = _GQA_SIGNATURE
 
 
 def _flat_heads(fn, query, key, value):

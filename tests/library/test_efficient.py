@@ -1,5 +1,6 @@
 """Tests of attnlib.efficient against torch's own attention (the reference)."""
 
+import inspect
 import math
 
 import numpy as np
@@ -317,11 +318,20 @@ def test_gqa_bad_heads():
         tiled_attention(q[0], k, v, enable_gqa=True)  # torch takes 3-D here; we want (B, H, L, E)
     with pytest.raises(TypeError, match="enable_gqa must be a bool, got int"):
         tiled_attention(q, k, v, enable_gqa=1)
-    with pytest.raises(TypeError, match="enable_gqa"):  # the alias sets it itself
+    with pytest.raises(TypeError, match="grouped_query_attention: .*enable_gqa"):  # it sets the flag itself
         grouped_query_attention(q, k, v, enable_gqa=False)
+    with pytest.raises(TypeError, match="grouped_query_attention: too many positional arguments"):
+        grouped_query_attention(q, k, v, None, None, True, 0.5, 0)  # diagonal is keyword-only, as in tiled
     # without the flag, different head counts are a broadcasting error, as in torch
     with pytest.raises(ValueError, match=r"tiled_attention: .*\(1, 6, 4, 8\)"):
         tiled_attention(q, k[:, :3], v[:, :3])
+
+
+def test_gqa_signature_is_tiled_attentions_without_the_flag():
+    tiled = inspect.signature(tiled_attention).parameters
+    gqa = inspect.signature(grouped_query_attention).parameters
+    assert list(gqa) == [name for name in tiled if name != "enable_gqa"]
+    assert all(gqa[name] == tiled[name] for name in gqa)  # kinds, defaults and annotations
 
 
 # ---------------------------------------------------------------- KV cache
