@@ -35,7 +35,12 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def sinusoidal_encoding(
-    n_positions: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+    n_positions: int,
+    d_model: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    *,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The fixed sinusoidal position table of Vaswani et al. (2017).
 
@@ -53,6 +58,9 @@ def sinusoidal_encoding(
         The wavelength base (10000 in the paper), above 1.
     dtype : torch.dtype, default torch.float32
         Floating dtype of the result (computed in float64, then cast).
+    device : torch.device or str, optional
+        Where the result lives (default: torch's default device), as for torch's
+        factory functions.
 
     Returns
     -------
@@ -79,7 +87,7 @@ def sinusoidal_encoding(
     pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return pe.to(dtype)
+    return pe.to(dtype=dtype, device=device)
 
 
 class LearnedPositions(nn.Module):
@@ -156,7 +164,7 @@ def rope_angles(
     Returns
     -------
     tuple of torch.Tensor
-        ``(cos, sin)``, each float64 ``(..., L, dim // 2)``.
+        ``(cos, sin)``, each float64 ``(..., L, dim // 2)``, on ``positions``' device.
 
     Examples
     --------
@@ -171,7 +179,7 @@ def rope_angles(
     if dim % 2:
         raise ValueError(f"{fn}: dim must be even to form pairs, got {dim}")
     base = check_greater(fn, "base", base, 1)
-    two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # (dim/2,)
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device)  # (dim/2,)
     theta = positions.to(torch.float64)[..., None] * base ** (-two_i / dim)  # (..., L, dim/2)
     return torch.cos(theta), torch.sin(theta)
 
@@ -230,13 +238,15 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     return rotated.flatten(-2).to(x.dtype)  # (..., L, E)
 
 
-def alibi_slopes(num_heads: int) -> torch.Tensor:
+def alibi_slopes(num_heads: int, *, device: torch.device | str | None = None) -> torch.Tensor:
     """ALiBi's head slopes ``m_h = 2**(-8 (h + 1) / num_heads)``, h = 0 .. num_heads - 1.
 
     Parameters
     ----------
     num_heads : int
         Number of heads (1 or more).
+    device : torch.device or str, optional
+        Where the result lives (default: torch's default device).
 
     Returns
     -------
@@ -251,11 +261,17 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     """
     num_heads = check_positive_int("alibi_slopes", "num_heads", num_heads)
     h = torch.arange(1, num_heads + 1, dtype=torch.float64)
-    return (2.0 ** (-8.0 * h / num_heads)).to(torch.float32)
+    return (2.0 ** (-8.0 * h / num_heads)).to(dtype=torch.float32, device=device)
 
 
 def alibi_bias(
-    num_heads: int, L: int, S: int, *, causal: bool = True, query_offset: int | None = None
+    num_heads: int,
+    L: int,
+    S: int,
+    *,
+    causal: bool = True,
+    query_offset: int | None = None,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """ALiBi's additive bias (Press et al. 2022): ``-m_h * (i - j)``.
 
@@ -274,6 +290,8 @@ def alibi_bias(
         False: the symmetric bias ``-m_h * |i - j|`` for encoders.
     query_offset : int, optional
         See above; 0 or more.
+    device : torch.device or str, optional
+        Where the result lives (default: torch's default device).
 
     Returns
     -------
@@ -303,4 +321,4 @@ def alibi_bias(
         bias = bias.masked_fill(relative > 0, -math.inf)
     else:
         bias = -(slopes[:, None, None] * relative.abs()) + 0.0  # (h, L, S); + 0.0 turns -0.0 into 0.0
-    return bias
+    return bias.to(device=device)
