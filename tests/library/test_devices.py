@@ -14,7 +14,7 @@ Two devices are tried:
   on any machine this finds every tensor made on the wrong device. A result's
   shape and dtype are compared with the CPU result; values cannot be.
 - ``cuda`` where one is present (the course's device check ran it on an
-  NVIDIA H200; see the closing note of issue 28's second pass): the values are
+  NVIDIA H200 with that machine's torch 2.11.0+cu130 on 2026-11-26: 64 passed): the values are
   compared with the CPU result in float64, atol = rtol = 1e-10 (same
   algorithm, other kernels' order of summation).
 
