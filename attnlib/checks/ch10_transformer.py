@@ -409,59 +409,62 @@ def _random_sentences(batch: int, seed: int):
     return lambda: (copy_batch(batch, torch.Generator().manual_seed(seed)),)
 
 
-def _read_on_with_mistake(
-    tokens,
-    *,
-    shift=1,
-    whole_prefix=False,
-    all_rows=False,
-    first_length=False,
-    second_keys=False,
-    no_sep=False,
-):
-    """read_on_keys with one known mistake: the wrong answers of ex-10-4.
+# The known mistakes of ex-10-4, each a wrong answer that _read_on_with_mistake builds.
+_READ_ON_MISTAKES = (
+    "match itself",  # the matching letter itself instead of the token after it
+    "before match",  # the token before the matching letter
+    "whole prefix",  # keys anywhere before the row: the second copy and the separator too
+    "all rows",  # rows in the first copy as well
+    "first length",  # every sentence given the first one's word length
+    "both copies",  # keys after a letter of either copy, earlier or later than the row
+    "no separator",  # the separator after the word's last letter is not a key
+)
 
-    shift=0: the matching letter itself instead of the token after it; whole_prefix: keys
-    anywhere before the row (the second copy and the separator too); all_rows: rows in
-    the first copy as well; first_length: every sentence given the first one's length.
-    """
+
+def _read_on_with_mistake(tokens, mistake):
+    """read_on_keys with one known mistake, one of ``_READ_ON_MISTAKES``: the wrong answers of ex-10-4."""
+    if mistake not in _READ_ON_MISTAKES:
+        raise ValueError(
+            f"_read_on_with_mistake: mistake must be one of {_READ_ON_MISTAKES}, got {mistake!r}"
+        )
     B, L = tokens.shape
-    n = (tokens == SEP).int().argmax(1) - 1
-    if first_length:
+    n = (tokens == SEP).int().argmax(1) - 1  # (B,) word lengths
+    if mistake == "first length":
         n = n[:1].expand(B)
+    n = n[:, None]  # (B, 1)
     pos = torch.arange(L)
-    rows = (pos >= 1) & (pos <= 2 * n[:, None] + 1) & (pos != n[:, None] + 1)
-    if not all_rows:
-        rows &= pos >= n[:, None] + 2
-    if whole_prefix:
-        keys = (pos[None, :] >= 1 + shift) & (pos[None, :] <= pos[:, None])  # (L, L): causal
-        keys = keys[None].expand(B, L, L)
-    else:
-        keys = ((pos >= 1 + shift) & (pos <= n[:, None] + shift))[:, None, :].expand(B, L, L)
-    if second_keys:  # keys after a letter of either copy, earlier or later than the row
-        letters = (pos >= 1) & (pos <= 2 * n[:, None] + 1) & (pos != n[:, None] + 1)  # (B, L)
+    letters = (pos >= 1) & (pos <= 2 * n + 1) & (pos != n + 1)  # (B, L): both copies' letters
+    rows = letters if mistake == "all rows" else letters & (pos >= n + 2)  # (B, L)
+    # keys (B or 1, 1 or L, L), and before[b, s]: the token compared with the row's letter
+    if mistake == "whole prefix":
+        keys = ((pos[None, :] >= 2) & (pos[None, :] <= pos[:, None]))[None]  # causal
+    elif mistake == "both copies":
         keys = torch.cat([torch.zeros(B, 1, dtype=torch.bool), letters[:, :-1]], dim=1)[:, None, :]
-        keys = keys.expand(B, L, L)
-    if no_sep:
-        keys = keys & (tokens != SEP)[:, None, :]
-    if shift == -1:  # the token before the matching letter
-        before = torch.cat([tokens[:, 1:], torch.full((B, 1), -1)], dim=1)
-        keys = ((pos >= 0) & (pos <= n[:, None] - 1))[:, None, :].expand(B, L, L)
-    elif shift == 0:
-        before = tokens
+    elif mistake == "match itself":
+        keys = ((pos >= 1) & (pos <= n))[:, None, :]
+    elif mistake == "before match":
+        keys = ((pos >= 0) & (pos <= n - 1))[:, None, :]
     else:
-        before = torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)
-    same = tokens[:, :, None] == before[:, None, :]
+        keys = ((pos >= 2) & (pos <= n + 1))[:, None, :]
+    if mistake == "no separator":
+        keys = keys & (tokens != SEP)[:, None, :]
+    if mistake == "match itself":
+        before = tokens
+    elif mistake == "before match":
+        before = torch.cat([tokens[:, 1:], torch.full((B, 1), -1)], dim=1)  # the token after s
+    else:
+        before = torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], dim=1)  # the token before s
+    same = tokens[:, :, None] == before[:, None, :]  # (B, L, L)
     return same & rows[:, :, None] & keys
 
 
-_match_itself = functools.partial(_read_on_with_mistake, shift=0)
-_whole_prefix = functools.partial(_read_on_with_mistake, whole_prefix=True)
-_all_rows = functools.partial(_read_on_with_mistake, all_rows=True)
-_first_length = functools.partial(_read_on_with_mistake, first_length=True)
-_both_copies_keys = functools.partial(_read_on_with_mistake, second_keys=True)
-_no_separator = functools.partial(_read_on_with_mistake, no_sep=True)
-_before_match = functools.partial(_read_on_with_mistake, shift=-1)
+_match_itself = functools.partial(_read_on_with_mistake, mistake="match itself")
+_before_match = functools.partial(_read_on_with_mistake, mistake="before match")
+_whole_prefix = functools.partial(_read_on_with_mistake, mistake="whole prefix")
+_all_rows = functools.partial(_read_on_with_mistake, mistake="all rows")
+_first_length = functools.partial(_read_on_with_mistake, mistake="first length")
+_both_copies_keys = functools.partial(_read_on_with_mistake, mistake="both copies")
+_no_separator = functools.partial(_read_on_with_mistake, mistake="no separator")
 
 
 register(
