@@ -18,9 +18,19 @@ Run a sweep (slow: minutes; the chapters never do)::
     python -m attnlib.chapters.spread ch01 attnlib.chapters.seq2seq:reverse_experiment \\
         --seeds 0 1 2 3 4
 
-The file records a hash of the source of the experiment's module and of the chapter
+The file records a hash of the code of the experiment's module and of the chapter
 modules it imports; ``tests/chapters`` fails when that code changed after the sweep
 (rerun the sweep, then commit).
+
+After a refactor that should not change a single number (a renamed constant, a helper
+moved), :func:`rehash` records the new hash without the whole sweep, but only when a
+rerun of some recorded runs, at least one on every recorded float path, gives every
+recorded number again, bit for bit; the file keeps which runs were repeated::
+
+    python -m attnlib.chapters.spread ch10 --rehash
+    python -m attnlib.chapters.spread ch10 --rehash --repeat 0/native/1 2/default/2
+
+Any other change of the code asks for a new sweep.
 """
 
 from __future__ import annotations
@@ -341,17 +351,115 @@ def load(name: str, directory: Path = SPREAD_DIR) -> Spread:
     return Spread(name=record["name"], experiment=record["experiment"], runs=record["runs"])
 
 
+def rehash(
+    name: str, repeat: Sequence[tuple[int, str, int]] | None = None, directory: Path = SPREAD_DIR
+) -> Path:
+    """Record the current code's hash in ``<name>.json`` after runs repeated with it match the record.
+
+    For a refactor that leaves every number as it was: each run in ``repeat`` is run again
+    with the code as it is now and must give exactly the recorded metrics (the same floats,
+    bit for bit, as JSON reads them back). Only then is ``source_hash`` replaced; the
+    file's ``rehashed`` list keeps the old and new hash and the runs repeated. The
+    recorded runs themselves are kept, unchanged.
+
+    Parameters
+    ----------
+    name : str
+        The chapter's key, e.g. ``"ch10"``.
+    repeat : sequence of (seed, path, threads), optional
+        Recorded runs to repeat; together they must cover every float path of the record.
+        Default: one run per recorded path, the seeds and thread counts taken in turn
+        (``(0, "native", 1), (1, "avx2", 2), (2, "default", 1)`` for seeds 0-2).
+    directory : pathlib.Path, optional
+
+    Returns
+    -------
+    pathlib.Path
+        The file rewritten.
+
+    Raises
+    ------
+    ValueError
+        A run in ``repeat`` is not in the record, or a recorded path is not covered.
+    AssertionError
+        A repeated run gave another number (the file is left as it was): the change
+        is not a pure refactor, so sweep again.
+    """
+    path = Path(directory) / f"{name}.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    recorded = {(r["seed"], r["path"], r["threads"]): r for r in record["runs"]}
+    if repeat is None:
+        seeds, threads = record["seeds"], record["threads"]
+        repeat = [
+            (seeds[i % len(seeds)], p, threads[i % len(threads)]) for i, p in enumerate(record["paths"])
+        ]
+    repeat = [(int(seed), str(p), int(t)) for seed, p, t in repeat]
+    unknown = [run for run in repeat if run not in recorded]
+    if unknown:
+        raise ValueError(f"rehash: {name} has no recorded run (seed, path, threads) {unknown[0]}")
+    uncovered = sorted({r["path"] for r in record["runs"]} - {p for _, p, _ in repeat})
+    if uncovered:
+        raise ValueError(f"rehash: repeat must cover every recorded float path; none on {uncovered}")
+    for seed, p, t in repeat:
+        run = run_one(record["experiment"], seed, p, t)
+        old = recorded[(seed, p, t)]
+        if run["metrics"] != old["metrics"] or run["capability"] != old["capability"]:
+            changed = sorted(k for k in old["metrics"] if run["metrics"].get(k) != old["metrics"][k])
+            raise AssertionError(
+                f"rehash: {name}, seed {seed} on {p} ({run['capability']}) with {t} thread(s) "
+                f"gives other numbers than recorded ({', '.join(changed) or 'its float path'}): "
+                f"the code's change is not a pure refactor; sweep again"
+            )
+        print(f"{name}: seed {seed}, {p} ({run['capability']}), {t} thread(s): as recorded", flush=True)
+    new_hash = source_hash(record["experiment"])
+    record.setdefault("rehashed", []).append(
+        {"from": record["source_hash"], "to": new_hash, "repeated": [list(run) for run in repeat]}
+    )
+    record["source_hash"] = new_hash
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def _run_key(text: str) -> tuple[int, str, int]:
+    """``"0/native/1"`` -> ``(0, "native", 1)`` for ``--repeat``."""
+    seed, path, threads = text.split("/")
+    return int(seed), path, int(threads)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m attnlib.chapters.spread", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("name", help="the chapter's key, e.g. ch01")
-    parser.add_argument("experiment", help="package.module:function returning a dict of numbers")
+    parser.add_argument(
+        "experiment",
+        nargs="?",
+        help="package.module:function returning a dict of numbers (not with --rehash)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
     parser.add_argument("--threads", type=int, nargs="+", default=list(THREADS))
+    parser.add_argument(
+        "--rehash",
+        action="store_true",
+        help="after a pure refactor: repeat some recorded runs, then record the hash",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_run_key,
+        nargs="+",
+        metavar="SEED/PATH/THREADS",
+        help="with --rehash: the runs to repeat",
+    )
     args = parser.parse_args(argv)
-    out = sweep(args.name, args.experiment, args.seeds, args.paths, args.threads)
+    if args.rehash == (args.experiment is not None):
+        parser.error("give an experiment to sweep, or --rehash without one")
+    if args.repeat and not args.rehash:
+        parser.error("--repeat goes with --rehash")
+    if args.rehash:
+        out = rehash(args.name, args.repeat)
+    else:
+        out = sweep(args.name, args.experiment, args.seeds, args.paths, args.threads)
     print(f"wrote {out}")
 
 

@@ -1,6 +1,7 @@
 """The recorded spreads of the chapters' experiments (attnlib/chapters/spread.py)."""
 
 import json
+import re
 import sys
 import textwrap
 
@@ -18,7 +19,8 @@ def test_spread_is_current(path):
     assert record["source_hash"] == spread.source_hash(record["experiment"]), (
         f"{path.name} was recorded from other code than {record['experiment']}'s module has now; "
         f"rerun: python -m attnlib.chapters.spread {record['name']} {record['experiment']} "
-        f"--seeds {' '.join(map(str, record['seeds']))}"
+        f"--seeds {' '.join(map(str, record['seeds']))} (after a refactor that changes no number: "
+        f"python -m attnlib.chapters.spread {record['name']} --rehash)"
     )
     runs = record["runs"]
     assert len(record["seeds"]) >= 3, f"{path.name}: expected at least 3 seeds, got {record['seeds']}"
@@ -75,3 +77,66 @@ def test_the_hash_follows_the_code_not_the_prose():
     changed = 'def f(seed):\n    """One run."""\n    return {"x": seed * 3}\n'
     assert spread._code_only(base) == spread._code_only(reworded)
     assert spread._code_only(base) != spread._code_only(changed)
+
+
+def test_rehash_follows_a_refactor_and_refuses_a_change(tmp_path, monkeypatch):
+    """rehash records the new code's hash only when repeated runs give every recorded number again."""
+    module = tmp_path / "toy_refactor.py"
+    original = (
+        "import torch\n\n"
+        "def experiment(seed):\n"
+        "    x = torch.randn(8, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)\n"
+        "    return {'total': float(x.sum()), 'first': [float(v) for v in x[:2]]}\n"
+    )
+    module.write_text(original)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    experiment = "toy_refactor:experiment"
+    out = spread.sweep(
+        "toy", experiment, seeds=[0], paths=["native", "default"], threads=[1], out_dir=tmp_path
+    )
+    swept = json.loads(out.read_text())
+
+    module.write_text(re.sub(r"\bx\b", "sample", original))  # a rename: the same numbers
+    assert spread.source_hash(experiment) != swept["source_hash"]
+    with pytest.raises(ValueError, match=r"must cover every recorded float path; none on \['default'\]"):
+        spread.rehash("toy", [(0, "native", 1)], tmp_path)
+    with pytest.raises(
+        ValueError, match=r"toy has no recorded run \(seed, path, threads\) \(3, 'native', 1\)"
+    ):
+        spread.rehash("toy", [(3, "native", 1), (0, "default", 1)], tmp_path)
+    assert json.loads(out.read_text()) == swept  # refused before running anything, nothing written
+
+    spread.rehash("toy", directory=tmp_path)  # default: one run per recorded path
+    record = json.loads(out.read_text())
+    assert record["source_hash"] == spread.source_hash(experiment)
+    assert record["rehashed"] == [
+        {
+            "from": swept["source_hash"],
+            "to": record["source_hash"],
+            "repeated": [[0, "native", 1], [0, "default", 1]],
+        }
+    ]
+    assert record["runs"] == swept["runs"]
+
+    module.write_text(original.replace("x.sum()", "x.sum() * 2"))  # a change: another number
+    before = out.read_text()
+    with pytest.raises(
+        AssertionError, match=r"seed 0 on native .*\(total\): .*not a pure refactor; sweep again"
+    ):
+        spread.rehash("toy", directory=tmp_path)
+    assert out.read_text() == before
+    del sys.modules["toy_refactor"]
+
+
+def test_rehash_command_line_needs_either_an_experiment_or_rehash(capsys):
+    for argv in (
+        [],
+        ["ch10", "attnlib.chapters.tiny_lm:lm_experiment", "--rehash"],
+        ["ch10", "x:y", "--repeat", "0/native/1"],
+    ):
+        with pytest.raises(SystemExit):
+            spread.main(argv)
+    assert "--rehash" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        spread.main(["ch10", "--rehash", "--repeat", "0-native-1"])  # SEED/PATH/THREADS
