@@ -114,8 +114,8 @@ _DYNAMIC = {"eval", "exec", "compile"}
 # (``x.log_softmax(-1)``), and ``getattr`` with such a constant name.
 FAMILIES = {
     "softmax": ("softmax", "softmin"),
-    # not "logaddexp": np.logaddexp.reduce is a right answer of ex-04-2 in the course's bank
-    "logsumexp": ("logsumexp", "log_sum_exp", "reduce_logsumexp"),
+    # logaddexp (logaddexp2 too): np.logaddexp.reduce(x, axis=-1) is a row's log-sum-exp in one call
+    "logsumexp": ("logsumexp", "log_sum_exp", "reduce_logsumexp", "logaddexp"),
     "attention": (
         "scaled_dot_product",
         "multihead",
@@ -306,6 +306,14 @@ class _Finder(ast.NodeVisitor):
         low = name.lower()
         return any(word in low for words in self.families.values() for word in words)
 
+    def _star_family(self, module: str, name: str) -> bool:
+        """True when ``name``, after ``from module import *``, is a forbidden family's member of a
+        library (``from numpy import *`` then ``logaddexp``): a name the module has, or any such
+        name when the module is not imported here to ask (failing closed)."""
+        if not (self.families and module.split(".")[0] in LIBRARY_ROOTS and self._family(name)):
+            return False
+        return module not in sys.modules or _lookup(f"{module}.{name}") is not None
+
     def _match(self, path: str | None) -> None:
         if not path:
             return
@@ -329,6 +337,8 @@ class _Finder(ast.NodeVisitor):
             for module in self.star_modules:
                 candidate = f"{module}.{node.id}"
                 if any(candidate == f or candidate.startswith(f + ".") for f in self.paths):
+                    return candidate
+                if self._star_family(module, node.id):
                     return candidate
             return DEFAULT_ALIASES.get(node.id, node.id)
         if isinstance(node, ast.Attribute):
@@ -457,6 +467,14 @@ class _Dynamic(_Finder):
 
     def __init__(self):
         super().__init__(DYNAMIC_LOOKUPS)
+
+    def _star_family(self, module: str, name: str) -> bool:
+        """True when ``name``, after ``from module import *``, is a forbidden family's member of a
+        library (``from numpy import *`` then ``logaddexp``): a name the module has, or any such
+        name when the module is not imported here to ask (failing closed)."""
+        if not (self.families and module.split(".")[0] in LIBRARY_ROOTS and self._family(name)):
+            return False
+        return module not in sys.modules or _lookup(f"{module}.{name}") is not None
 
     def _match(self, path: str | None) -> None:
         # every part of a path, so that "sys.modules" is found in sys.modules["x"].y

@@ -142,6 +142,8 @@ SOFTMAX_BANK = [
     "import scipy.special\ny = np.exp(x - scipy.special.logsumexp(x, -1, keepdims=True))",
     "y = torch.exp(x - torch.logsumexp(x, -1, keepdim=True))",
     "y = (x - x.logsumexp(-1, keepdim=True)).exp()",
+    "y = np.exp(x - np.logaddexp.reduce(x, axis=-1, keepdims=True))",
+    "from torch.nn.functional import *\ny = log_softmax(x, -1).exp()",
     "import attnlib.numpy as a\ny = a.softmax(x)",
     "y = anp.log_softmax(x)",
     "from attnlib import functional\ny = functional.softmax(x)",
@@ -164,6 +166,17 @@ LOGSUMEXP_BANK = [
     "y = x[..., 0] - torch.log_softmax(x, -1)[..., 0]",
     "import scipy.special\ny = x[..., 0] - np.log(scipy.special.softmax(x, -1)[..., 0])",
     "log_sum_exp = torch.logsumexp",
+    # the logaddexp ufuncs fold a row into its log-sum-exp (ex-04-2's bank held the first as right)
+    "y = np.logaddexp.reduce(x, axis=-1)",
+    "from numpy import logaddexp as lae\ny = lae.reduce(x, axis=-1)",
+    "from numpy import *\ny = logaddexp.reduce(x, axis=-1)",
+    "y = np.logaddexp.accumulate(x, axis=-1)[..., -1]",
+    "y = np.log(2) * np.logaddexp2.reduce(x / np.log(2), axis=-1)",
+    "import functools\ny = functools.reduce(np.logaddexp, np.moveaxis(x, -1, 0))",
+    "import functools, torch\ny = functools.reduce(torch.logaddexp, t.unbind(-1))",
+    "y = t[..., 0].logaddexp(t[..., 1])",
+    "y = getattr(np, 'logadd' + 'exp').reduce(x, axis=-1)",
+    "log_sum_exp = np.logaddexp.reduce",
 ]
 ATTENTION_BANK = [
     "y = F.scaled_dot_product_attention(q, k, v)",
@@ -227,6 +240,15 @@ def test_every_exercise_finds_its_bank_of_one_line_equivalents(ex_id):
             "m = x.max(-1, keepdims=True)\ny = np.exp(x - m - np.log(np.exp(x - m).sum(-1)))",
         ),
         (LOGSUMEXP_IMPLEMENTATIONS, "m = x.max(-1)\ny = m + np.log(np.exp(x - m[..., None]).sum(-1))"),
+        (
+            LOGSUMEXP_IMPLEMENTATIONS,
+            "m = np.maximum.reduce(x, axis=-1)\n"
+            "y = m + np.log(np.add.reduce(np.exp(x - m[..., None]), axis=-1))",
+        ),
+        (
+            LOGSUMEXP_IMPLEMENTATIONS,
+            "from numpy import *\nm = amax(x, -1)\ny = m + log(sum(exp(x - m[..., None]), -1))",
+        ),
         (ATTENTION_IMPLEMENTATIONS, "w = torch.softmax(q @ k.transpose(-2, -1) / d ** 0.5, -1)\ny = w @ v"),
         (
             ATTENTION_IMPLEMENTATIONS,
