@@ -13,6 +13,7 @@ submissions try to delete and overwrite it, and to write next to it.
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import nbformat
@@ -80,6 +81,15 @@ def _with_answer(source: str, after: list[str] | None = None, before: list[str] 
     for extra in reversed(before or []):
         nb.cells.insert(i, nbformat.v4.new_code_cell(extra))
     return nb
+
+
+def tmp_folders_on_the_way(checkout: Path) -> list[str]:
+    """What a sandbox's ``/tmp`` may list when grading from ``checkout``: nothing, but for the
+    first folder below ``/tmp`` on the way to the checkout and to the interpreter's environment
+    (``sys.prefix``, ``sys.executable``) when those live under ``/tmp`` themselves (a clone in a
+    temporary folder). Sorted names, ``[]`` for a checkout and an environment elsewhere."""
+    needed = [checkout.resolve(), Path(sys.prefix).resolve(), Path(sys.executable).resolve()]
+    return sorted({p.relative_to("/tmp").parts[0] for p in needed if p.is_relative_to("/tmp")})
 
 
 def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
