@@ -1,9 +1,14 @@
 """The grader's vocabulary: what a run plans, what the harness reports, how a run ends.
 
-The harness sends one JSON object per line (see :mod:`coursetools.grade.harness`):
-``{"t": <event kind>, "k": <the run's secret>, ...}``. The grader parses each line
-into an :class:`Event`; a ``step`` event becomes the :class:`Step` in progress, a
-``case`` event a :class:`CaseEvent`; the run ends with a :class:`RunOutcome`.
+This module is the protocol of both ends of the channel. The harness (see
+:mod:`coursetools.grade.harness`) sends one JSON object per line,
+``{"k": <the run's secret>, "t": <event kind>, ...}``, built by one function per
+event kind (:func:`hello`, :func:`cell_step`, :func:`case_outcome`, ...). The
+grader parses each line into an :class:`Event`; a ``step`` event becomes the
+:class:`Step` in progress, a ``case`` event a :class:`CaseEvent`; the run ends
+with a :class:`RunOutcome`. The words of the harness's private socketpair with
+the learner's process (:class:`Request`, :class:`LookupState`) are here too.
+Every word is a member of a ``str`` Enum that compares equal to its wire word.
 """
 
 from __future__ import annotations

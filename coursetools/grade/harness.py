@@ -33,6 +33,9 @@ import sys
 import time
 import traceback
 
+from coursetools.grade import events
+from coursetools.grade.events import CaseKind, LookupState, Phase, Request
+
 
 def _first_line(exc: BaseException, limit: int = 300) -> str:
     text = str(exc).strip()
@@ -49,7 +52,8 @@ class _Channel:
         self._write = os.write
         self._dumps = json.dumps
 
-    def send(self, **message) -> None:
+    def send(self, message: dict) -> None:
+        """Write ``message`` (built by :mod:`coursetools.grade.events`) after the run's secret."""
         data = (self._dumps({"k": self._token, **message}) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -210,18 +214,18 @@ def run(plan: dict) -> None:
         from coursetools.grade.inputs import unship
         from coursetools.grade.wire import check_line, encode
     except Exception as exc:  # noqa: BLE001 - report and stop
-        channel.send(t="fatal", message=f"harness imports failed: {type(exc).__name__}: {exc}")
+        channel.send(events.fatal(f"harness imports failed: {type(exc).__name__}: {exc}"))
         os._exit(3)
     settings = plan["sandbox"]
     try:
         isolation = sandbox.enter(settings)
     except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise
-        channel.send(t="fatal", message=f"sandbox setup failed: {type(exc).__name__}: {exc}")
+        channel.send(events.fatal(f"sandbox setup failed: {type(exc).__name__}: {exc}"))
         os._exit(3)
     try:
         shipped = unship(plan.pop("inputs"))
     except Exception as exc:  # noqa: BLE001 - e.g. a grader and a sandbox of different Pythons
-        channel.send(t="fatal", message=f"the cases' inputs could not be read: {type(exc).__name__}: {exc}")
+        channel.send(events.fatal(f"the cases' inputs could not be read: {type(exc).__name__}: {exc}"))
         os._exit(3)
     exercises = {ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in shipped.items()}
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
@@ -292,7 +296,7 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
     while True:
         req = request()
         op, nonce = req.get("op"), req.get("n")
-        if op == "cell":
+        if op == Request.CELL:
             index = int(req["cell"])
             cell_name = f"<cell {index}>"
             answer: dict = {"n": nonce}
@@ -306,17 +310,20 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
                     "line": _error_line(exc, cell_name),
                 }
             reply(answer)
-        elif op == "lookup":
+        elif op == Request.LOOKUP:
             exercise = exercises[req["ex"]]
             func = ns.get(exercise.function)
             current[req["ex"]] = func
-            state = "missing" if func is None else ("ok" if callable(func) else "not-callable")
+            if func is None:
+                state = LookupState.MISSING
+            else:
+                state = LookupState.OK if callable(func) else LookupState.NOT_CALLABLE
             where = None if func is None else ["<no code object>", 0]
             code = getattr(func, "__code__", None)
             if code is not None:
                 where = [str(getattr(code, "co_filename", ""))[:100], int(getattr(code, "co_firstlineno", 0))]
             reply({"n": nonce, "state": state, "id": id(func), "where": where})
-        elif op == "case":
+        elif op == Request.CASE:
             exercise = exercises[req["ex"]]
             func = current.get(req["ex"])
             case = next(c for c in exercise.cases if c.name == req["case"])
@@ -325,16 +332,16 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
             try:
                 out = run_case(func, case)
                 try:
-                    answer.update(kind="value", value=encode(out))
+                    answer.update(kind=CaseKind.VALUE, value=encode(out))
                 except BaseException as exc:  # noqa: BLE001
-                    answer.update(kind="error", etype=type(exc).__name__, text=_first_line(exc))
+                    answer.update(kind=CaseKind.ERROR, etype=type(exc).__name__, text=_first_line(exc))
             except not_attempted:
-                answer.update(kind="not-attempted")
+                answer.update(kind=CaseKind.NOT_ATTEMPTED)
             except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
-                answer.update(kind="error", etype=type(exc).__name__, text=_first_line(exc))
+                answer.update(kind=CaseKind.ERROR, etype=type(exc).__name__, text=_first_line(exc))
             answer["seconds"] = round(monotonic() - start, 4)
             reply(answer)
-        elif op == "flush":
+        elif op == Request.FLUSH:
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -346,8 +353,6 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
 def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
     """The trusted parent's loop: ask the learner's process for each step, write every event."""
     import secrets
-
-    from coursetools.grade.events import CASE_KINDS
 
     read, write = os.read, os.write
     buffer = bytearray()
@@ -381,7 +386,7 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
         finish(128 - code if code < 0 else code)
 
     def flood(message: str) -> None:
-        channel.send(t="flood", message=message)
+        channel.send(events.flood(message))
         finish(0)
 
     def receive(nonce: str) -> dict:
@@ -431,7 +436,7 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
 
     # the learner's process confined itself before any learner code: its report first
     ready = receive_ready(fd, buffer, died)
-    channel.send(t="hello", isolation=ready, pid=os.getpid())
+    channel.send(events.hello(ready, os.getpid()))
 
     skip_cells = set(plan.get("skip_cells", []))
     skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
@@ -440,74 +445,75 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
     attempted: dict[str, bool] = {}
     monotonic = time.monotonic
 
-    def evaluate(ex_id: str, phase: str) -> None:
+    def evaluate(ex_id: str, phase: Phase) -> None:
         exercise = exercises[ex_id]
-        found = ask(op="lookup", ex=ex_id)
+        found = ask(op=Request.LOOKUP, ex=ex_id)
         seen[ex_id] = found.get("id")
         attempted[ex_id] = False
+        lookup = LookupState.read(found.get("state"))
         where = found.get("where")
         for case in exercise.cases:
             if (ex_id, case.name) in skip_cases:
                 continue
-            channel.send(t="step", kind="case", ex=ex_id, case=case.name)
+            channel.send(events.case_step(ex_id, case.name))
             start = monotonic()
-            msg: dict = {"ex": ex_id, "case": case.name, "phase": phase}
-            if found.get("state") == "missing":
-                msg.update(
-                    kind="missing",
-                    etype="NameError",
-                    text=f"no function named {exercise.function} is defined",
-                )
-            elif found.get("state") != "ok":
-                msg.update(kind="error", etype="TypeError", text=f"{exercise.function} is not a function")
+            if lookup is LookupState.MISSING:
+                kind = CaseKind.MISSING
+                answer = {"etype": "NameError", "text": f"no function named {exercise.function} is defined"}
+            elif lookup is not LookupState.OK:
+                kind = CaseKind.ERROR
+                answer = {"etype": "TypeError", "text": f"{exercise.function} is not a function"}
             else:
-                answer = ask(op="case", ex=ex_id, case=case.name)
-                kind = answer.get("kind")
-                if kind not in CASE_KINDS or kind in ("timeout", "died", "timeout-skipped", "died-skipped"):
-                    kind, answer = "error", {"etype": "ProtocolError", "text": "malformed reply"}
-                msg["kind"] = kind
-                if kind == "value":
-                    msg["value"] = answer.get("value")
-                elif kind == "error":
-                    msg.update(
-                        etype=str(answer.get("etype", ""))[:80], text=str(answer.get("text", ""))[:300]
-                    )
-                attempted[ex_id] = attempted[ex_id] or kind in ("value", "error")
-                if isinstance(where, list) and len(where) == 2:
-                    msg["defined"] = [str(where[0])[:100], where[1] if isinstance(where[1], int) else 0]
-            msg["seconds"] = round(monotonic() - start, 4)
-            channel.send(t="case", **msg)
+                answer = ask(op=Request.CASE, ex=ex_id, case=case.name)
+                kind = CaseKind.read(answer.get("kind"))
+                if kind is None or kind.by_grader:
+                    kind, answer = CaseKind.ERROR, {"etype": "ProtocolError", "text": "malformed reply"}
+                attempted[ex_id] = attempted[ex_id] or kind.ran
+            defined = None
+            if lookup is LookupState.OK and isinstance(where, list) and len(where) == 2:
+                defined = [str(where[0])[:100], where[1] if isinstance(where[1], int) else 0]
+            channel.send(
+                events.case_outcome(
+                    ex_id,
+                    case.name,
+                    phase,
+                    kind,
+                    round(monotonic() - start, 4),
+                    value=answer.get("value"),
+                    etype=answer.get("etype", ""),
+                    text=answer.get("text", ""),
+                    defined=defined,
+                )
+            )
 
     for index, _source in plan["cells"]:
         index = int(index)
         if index not in skip_cells:
-            channel.send(t="step", kind="cell", cell=index)
+            channel.send(events.cell_step(index))
             start = monotonic()
-            answer = ask(op="cell", cell=index)
+            answer = ask(op=Request.CELL, cell=index)
             error = answer.get("error")
             if isinstance(error, dict):
-                line = error.get("line")
                 channel.send(
-                    t="cell-error",
-                    cell=index,
-                    etype=str(error.get("etype", ""))[:80],
-                    text=str(error.get("text", ""))[:300],
-                    line=line if isinstance(line, int) else None,
+                    events.cell_error(index, error.get("etype", ""), error.get("text", ""), error.get("line"))
                 )
-            channel.send(t="cell-done", cell=index, seconds=round(monotonic() - start, 4))
+            channel.send(events.cell_done(index, round(monotonic() - start, 4)))
         for ex_id in evaluate_after.get(str(index), []):
-            evaluate(ex_id, "cell")
+            evaluate(ex_id, Phase.CELL)
     for ex_id in plan.get("evaluate_at_end", []):
-        evaluate(ex_id, "end")
+        evaluate(ex_id, Phase.END)
     # An exercise that was not attempted where its check stood, but whose
     # function was redefined further down, is evaluated again at the end.
     for ex_id in exercises:
         if ex_id in seen and not attempted.get(ex_id):
-            found = ask(op="lookup", ex=ex_id)
-            if found.get("state") != "missing" and found.get("id") != seen[ex_id]:
-                evaluate(ex_id, "end")
+            found = ask(op=Request.LOOKUP, ex=ex_id)
+            if (
+                LookupState.read(found.get("state")) is not LookupState.MISSING
+                and found.get("id") != seen[ex_id]
+            ):
+                evaluate(ex_id, Phase.END)
     # flush what the learner printed before "done": the grader stops reading at "done"
-    ask(op="flush")
+    ask(op=Request.FLUSH)
     try:
         os.kill(learner, 9)
         os.waitpid(learner, 0)
@@ -518,7 +524,7 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
             os.kill(-1, 9)  # every other process of the namespace: what the learner started
         except OSError:
             pass
-    channel.send(t="done", forged=state["forged"])
+    channel.send(events.done(state["forged"]))
     finish(0)
 
 

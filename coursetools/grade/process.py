@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from coursetools.grade import sandbox
-from coursetools.grade.events import Event, RunOutcome, RunPlan, Step, Transcript
+from coursetools.grade.events import Event, EventKind, RunEnd, RunOutcome, RunPlan, Step, Transcript
 from coursetools.grade.wire import check_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,7 +217,7 @@ class Run:
         except OSError as exc:
             os.close(read_fd)
             os.close(write_fd)
-            return RunOutcome("fatal", message=f"could not start Python: {exc}")
+            return RunOutcome(RunEnd.FATAL, message=f"could not start Python: {exc}")
         os.close(write_fd)
         self._enter_group(proc.pid, scan=True)
 
@@ -283,13 +283,15 @@ class Run:
             limit = settings.timeout_setup if step is None else settings.timeout_cell
             wait = min(step_started + limit, self.deadline) - now
             if self.stop.is_set():
-                return RunOutcome("stopped", step, "grading was interrupted")
+                return RunOutcome(RunEnd.STOPPED, step, "grading was interrupted")
             if now >= self.deadline:
-                return RunOutcome("deadline", step, "the time limit for the whole submission was reached")
+                return RunOutcome(
+                    RunEnd.DEADLINE, step, "the time limit for the whole submission was reached"
+                )
             if wait <= 0:
-                return RunOutcome("step-timeout", step, f"no progress within {limit:g} s")
+                return RunOutcome(RunEnd.STEP_TIMEOUT, step, f"no progress within {limit:g} s")
             if open_streams == 0 or (exited_at is not None and now - exited_at > 0.5):
-                return RunOutcome("died", step)
+                return RunOutcome(RunEnd.DIED, step)
             for key, _ in sel.select(timeout=min(max(wait, 0.01), 0.25)):
                 if key.data == "output":
                     data = os.read(out_fd, 1 << 16)
@@ -308,7 +310,9 @@ class Run:
                 start = len(buffer)  # only the new bytes can hold the next newline
                 buffer += data
                 if event_bytes > MAX_EVENT_BYTES:
-                    return RunOutcome("flood", step, "the process sent too much data on the grader's channel")
+                    return RunOutcome(
+                        RunEnd.FLOOD, step, "the process sent too much data on the grader's channel"
+                    )
                 while True:
                     cut = buffer.find(b"\n", start)
                     if cut < 0:
@@ -322,23 +326,23 @@ class Run:
                     if not self.transcript.accept(event):
                         self.out_of_order += 1
                         continue
-                    if event.kind == "step":
+                    if event.kind is EventKind.STEP:
                         step = Step.from_event(event.data)
                         step_started = time.monotonic()
-                    elif event.kind == "done":
+                    elif event.kind is EventKind.DONE:
                         forged = event.data.get("forged")
                         self.forged = forged if isinstance(forged, int) and forged > 0 else 0
                         self._drain(out_fd, open_streams)
-                        return RunOutcome("done", step)
-                    elif event.kind == "flood":
-                        return RunOutcome("flood", step, str(event.data.get("message", ""))[:500])
-                    elif event.kind == "fatal":
-                        return RunOutcome("fatal", step, str(event.data.get("message", ""))[:500])
+                        return RunOutcome(RunEnd.DONE, step)
+                    elif event.kind is EventKind.FLOOD:
+                        return RunOutcome(RunEnd.FLOOD, step, str(event.data.get("message", ""))[:500])
+                    elif event.kind is EventKind.FATAL:
+                        return RunOutcome(RunEnd.FATAL, step, str(event.data.get("message", ""))[:500])
                     else:
                         self.events.append(event)
                 if len(buffer) > MAX_LINE_BYTES:
                     return RunOutcome(
-                        "flood", step, "the process sent too long a message on the grader's channel"
+                        RunEnd.FLOOD, step, "the process sent too long a message on the grader's channel"
                     )
             if exited_at is None and poll() is not None:
                 exited_at = time.monotonic()
