@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -293,29 +294,50 @@ def _freeze_and_kill(path: str) -> None:
             pass
 
 
-def _cgroup_mounts() -> list[tuple[str, str]]:
-    """Writable cgroup mounts that a run's group can live in: every cgroup2 mount ("v2"),
-    the v1 freezer hierarchy ("freezer") and the v1 memory hierarchy ("memory")."""
-    found: list[tuple[str, str]] = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return found
+class _MountEntry(NamedTuple):
+    """One line of ``/proc/self/mountinfo``."""
+
+    point: str  # where it is mounted, unescaped
+    fs_type: str  # "cgroup2", "cgroup", "tmpfs", ...
+    options: list[str]  # this mount's options ("ro", "nosuid", ...)
+    super_options: list[str]  # the file system's options (a v1 cgroup hierarchy's controllers)
+
+
+def _mountinfo_entries() -> list[_MountEntry]:
+    """The mounts of this mount namespace; OSError when ``/proc/self/mountinfo`` cannot be read.
+
+    A line reads ``id parent major:minor root point options [optional fields] -
+    fs-type source super-options``; a line without its ``" - "`` is skipped.
+    """
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    entries = []
     for line in lines:
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
-        if len(fields) < 5 or not tail:
+        if len(fields) < 6 or not tail:
             continue
-        point = _unescape(fields[4])
-        if tail[0] == "cgroup2":
-            found.append(("v2", point))
-        elif tail[0] == "cgroup" and len(tail) >= 3:
-            options = tail[2].split(",")
-            if "freezer" in options:
-                found.append(("freezer", point))
-            elif "memory" in options:
-                found.append(("memory", point))
+        super_options = tail[2].split(",") if len(tail) >= 3 else []
+        entries.append(_MountEntry(_unescape(fields[4]), tail[0], fields[5].split(","), super_options))
+    return entries
+
+
+def _cgroup_mounts() -> list[tuple[str, str]]:
+    """Writable cgroup mounts that a run's group can live in: every cgroup2 mount ("v2"),
+    the v1 freezer hierarchy ("freezer") and the v1 memory hierarchy ("memory")."""
+    try:
+        entries = _mountinfo_entries()
+    except OSError:
+        return []
+    found: list[tuple[str, str]] = []
+    for entry in entries:
+        if entry.fs_type == "cgroup2":
+            found.append(("v2", entry.point))
+        elif entry.fs_type == "cgroup":
+            if "freezer" in entry.super_options:
+                found.append(("freezer", entry.point))
+            elif "memory" in entry.super_options:
+                found.append(("memory", entry.point))
     return [(k, p) for k, p in found if os.access(p, os.W_OK)]
 
 
@@ -364,27 +386,21 @@ def _write(path: str, text: str, required: bool = True) -> None:
 
 def _cgroup_roots() -> list[tuple[str, str]]:
     """Writable cgroup folders that offer the memory controller: v2 first, then v1."""
-    found: list[tuple[str, str]] = []
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        entries = _mountinfo_entries()
     except OSError:
-        return found
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or not tail:
-            continue
-        point = _unescape(fields[4])
-        if tail[0] == "cgroup2":
+        return []
+    found: list[tuple[str, str]] = []
+    for entry in entries:
+        if entry.fs_type == "cgroup2":
             try:
-                with open(os.path.join(point, "cgroup.controllers"), encoding="ascii") as fh:
+                with open(os.path.join(entry.point, "cgroup.controllers"), encoding="ascii") as fh:
                     if "memory" in fh.read().split():
-                        found.insert(0, ("cgroup v2", point))
+                        found.insert(0, ("cgroup v2", entry.point))
             except OSError:
                 pass
-        elif tail[0] == "cgroup" and len(tail) >= 3 and "memory" in tail[2].split(","):
-            found.append(("cgroup v1", point))
+        elif entry.fs_type == "cgroup" and "memory" in entry.super_options:
+            found.append(("cgroup v1", entry.point))
     return [(k, p) for k, p in found if os.access(p, os.W_OK)]
 
 
@@ -516,15 +532,11 @@ def _unescape(path: str) -> str:
 def _mounts() -> list[tuple[str, int]]:
     """Mount points of this mount namespace with the flags to preserve on a remount."""
     found = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-        for line in fh:
-            fields = line.split()
-            if len(fields) < 6:
-                continue
-            flags = 0
-            for opt in fields[5].split(","):
-                flags |= _FLAG_NAMES.get(opt, 0)
-            found.append((_unescape(fields[4]), flags))
+    for entry in _mountinfo_entries():
+        flags = 0
+        for opt in entry.options:
+            flags |= _FLAG_NAMES.get(opt, 0)
+        found.append((entry.point, flags))
     return found
 
 
