@@ -60,17 +60,16 @@ def test_every_wrong_answer_has_a_named_entry():
     assert not missing, f"wrong answers without a NAMED entry (phrase or None): {missing}"
 
 
+def _entries(entries, known: set[str], reason: str) -> list:
+    """``entries`` as pytest parameters, those whose id is in ``known`` as strict expected failures."""
+    return [
+        pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason)) if _id(e) in known else e
+        for e in entries
+    ]
+
+
 @pytest.mark.parametrize(
-    "entry",
-    [
-        pytest.param(
-            w, marks=pytest.mark.xfail(strict=True, reason="known false pass, see KNOWN_FALSE_PASSES")
-        )
-        if _id(w) in KNOWN_FALSE_PASSES
-        else w
-        for w in WRONG
-    ],
-    ids=_id,
+    "entry", _entries(WRONG, KNOWN_FALSE_PASSES, "known false pass, see KNOWN_FALSE_PASSES"), ids=_id
 )
 def test_wrong_answer_loses_marks(entry):
     result = grade(entry)
@@ -84,16 +83,7 @@ def test_wrong_answer_loses_marks(entry):
 
 
 @pytest.mark.parametrize(
-    "entry",
-    [
-        pytest.param(
-            r, marks=pytest.mark.xfail(strict=True, reason="known false fail, see KNOWN_FALSE_FAILS")
-        )
-        if _id(r) in KNOWN_FALSE_FAILS
-        else r
-        for r in RIGHT
-    ],
-    ids=_id,
+    "entry", _entries(RIGHT, KNOWN_FALSE_FAILS, "known false fail, see KNOWN_FALSE_FAILS"), ids=_id
 )
 def test_right_answer_gets_full_marks(entry):
     result = grade(entry)

@@ -5,10 +5,7 @@ import math
 import numpy as np
 from bank import Right, Wrong
 
-
-def _t(a):
-    return np.swapaxes(a, -1, -2)
-
+from banks.scaffold import shifted_softmax, swap_last
 
 # --------------------------------------------------------------------------- ex-03-1
 
@@ -38,19 +35,19 @@ def project_matmul_list(x, w_q, w_k, w_v):
 
 
 def scores_unscaled(x, w_q, w_k):
-    return (x @ w_q) @ _t(x @ w_k)
+    return (x @ w_q) @ swap_last(x @ w_k)
 
 
 def scores_sqrt_d_model(x, w_q, w_k):
-    return (x @ w_q) @ _t(x @ w_k) / np.sqrt(x.shape[-1])
+    return (x @ w_q) @ swap_last(x @ w_k) / np.sqrt(x.shape[-1])
 
 
 def scores_divided_by_d_k(x, w_q, w_k):
-    return (x @ w_q) @ _t(x @ w_k) / w_q.shape[-1]
+    return (x @ w_q) @ swap_last(x @ w_k) / w_q.shape[-1]
 
 
 def scores_k_q(x, w_q, w_k):
-    return (x @ w_k) @ _t(x @ w_q) / np.sqrt(w_q.shape[-1])
+    return (x @ w_k) @ swap_last(x @ w_q) / np.sqrt(w_q.shape[-1])
 
 
 def scores_einsum(x, w_q, w_k):
@@ -107,21 +104,16 @@ def softmax_log_space(scores):
 # --------------------------------------------------------------------------- ex-03-4
 
 
-def _softmax(s, axis=-1):
-    e = np.exp(s - s.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def output_unscaled(q, k, v):
-    return _softmax(q @ _t(k)) @ v
+    return shifted_softmax(q @ swap_last(k)) @ v
 
 
 def output_columns(q, k, v):
-    return _softmax(q @ _t(k) / np.sqrt(q.shape[-1]), axis=-2) @ v
+    return shifted_softmax(q @ swap_last(k) / np.sqrt(q.shape[-1]), axis=-2) @ v
 
 
 def output_sqrt_d_v(q, k, v):
-    return _softmax(q @ _t(k) / np.sqrt(v.shape[-1])) @ v
+    return shifted_softmax(q @ swap_last(k) / np.sqrt(v.shape[-1])) @ v
 
 
 def output_by_attnlib(q, k, v):

@@ -5,10 +5,7 @@ import math
 import numpy as np
 from bank import Right, Wrong
 
-
-def _t(a):
-    return np.swapaxes(a, -1, -2)
-
+from banks.scaffold import shifted_softmax, swap_last
 
 # --------------------------------------------------------------------------- ex-04-1
 
@@ -101,19 +98,19 @@ def lse_squeeze(x):
 
 
 def scaled_unscaled(q, k):
-    return q @ _t(k)
+    return q @ swap_last(k)
 
 
 def scaled_by_d_k(q, k):
-    return q @ _t(k) / q.shape[-1]
+    return q @ swap_last(k) / q.shape[-1]
 
 
 def scaled_by_sqrt_S(q, k):
-    return q @ _t(k) / np.sqrt(k.shape[-2])
+    return q @ swap_last(k) / np.sqrt(k.shape[-2])
 
 
 def scaled_k_q(q, k):
-    return k @ _t(q) / np.sqrt(q.shape[-1])
+    return k @ swap_last(q) / np.sqrt(q.shape[-1])
 
 
 def scaled_einsum(q, k):
@@ -123,29 +120,23 @@ def scaled_einsum(q, k):
 # --------------------------------------------------------------------------- ex-04-4
 
 
-def _sm(s, axis=-1):
-    with np.errstate(all="ignore"):
-        e = np.exp(s - s.max(axis=axis, keepdims=True))
-        return e / e.sum(axis=axis, keepdims=True)
-
-
 def weights_sqrt_d_model(x, w_q, w_k):
-    return _sm((x @ w_q) @ _t(x @ w_k) / np.sqrt(x.shape[-1]))
+    return shifted_softmax((x @ w_q) @ swap_last(x @ w_k) / np.sqrt(x.shape[-1]))
 
 
 def weights_unscaled(x, w_q, w_k):
-    return _sm((x @ w_q) @ _t(x @ w_k))
+    return shifted_softmax((x @ w_q) @ swap_last(x @ w_k))
 
 
 def weights_no_shift(x, w_q, w_k):
-    s = (x @ w_q) @ _t(x @ w_k) / np.sqrt(w_q.shape[-1])
+    s = (x @ w_q) @ swap_last(x @ w_k) / np.sqrt(w_q.shape[-1])
     with np.errstate(all="ignore"):
         e = np.exp(s)
         return e / e.sum(axis=-1, keepdims=True)
 
 
 def weights_columns(x, w_q, w_k):
-    return _sm((x @ w_q) @ _t(x @ w_k) / np.sqrt(w_q.shape[-1]), axis=-2)
+    return shifted_softmax((x @ w_q) @ swap_last(x @ w_k) / np.sqrt(w_q.shape[-1]), axis=-2)
 
 
 def weights_by_attnlib(x, w_q, w_k):

@@ -6,6 +6,8 @@ import math
 import torch
 from bank import Right, Wrong
 
+from banks.scaffold import source_key_mask
+
 BOS, EOS, PAD = 1, 2, 0
 
 # --------------------------------------------------------------------------- ex-07-1
@@ -164,21 +166,18 @@ def greedy_python_lists(step, state, batch_size, max_len):
 # --------------------------------------------------------------------------- ex-07-4
 
 
-def _src(src_lengths, src_len):
-    return (torch.arange(src_len)[None, :] < src_lengths[:, None])[:, None, None, :]
-
-
 def masks_causal_cross(src_lengths, src_len, tgt_len):
     causal = torch.ones(tgt_len, tgt_len, dtype=torch.bool).tril()
-    return causal, _src(src_lengths, src_len) & torch.ones(tgt_len, src_len, dtype=torch.bool).tril()
+    causal_cross = torch.ones(tgt_len, src_len, dtype=torch.bool).tril()
+    return causal, source_key_mask(src_lengths, src_len) & causal_cross
 
 
 def masks_no_causal(src_lengths, src_len, tgt_len):
-    return torch.ones(tgt_len, tgt_len, dtype=torch.bool), _src(src_lengths, src_len)
+    return torch.ones(tgt_len, tgt_len, dtype=torch.bool), source_key_mask(src_lengths, src_len)
 
 
 def masks_triu(src_lengths, src_len, tgt_len):
-    return torch.ones(tgt_len, tgt_len, dtype=torch.bool).triu(), _src(src_lengths, src_len)
+    return torch.ones(tgt_len, tgt_len, dtype=torch.bool).triu(), source_key_mask(src_lengths, src_len)
 
 
 def masks_cross_2d(src_lengths, src_len, tgt_len):
@@ -187,7 +186,7 @@ def masks_cross_2d(src_lengths, src_len, tgt_len):
 
 
 def masks_swapped(src_lengths, src_len, tgt_len):
-    return _src(src_lengths, src_len), torch.ones(tgt_len, tgt_len, dtype=torch.bool).tril()
+    return source_key_mask(src_lengths, src_len), torch.ones(tgt_len, tgt_len, dtype=torch.bool).tril()
 
 
 def masks_arange(src_lengths, src_len, tgt_len):

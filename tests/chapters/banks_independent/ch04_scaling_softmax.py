@@ -2,11 +2,7 @@
 
 import numpy as np
 from bank import Right, Wrong
-
-
-def _t(a):
-    return np.swapaxes(a, -1, -2)
-
+from banks.scaffold import shifted_softmax, swap_last
 
 # ---- ex-04-1 stable_softmax -------------------------------------------------
 
@@ -73,11 +69,11 @@ def lse_squeeze(x):
 
 
 def sc_by_d_k(q, k):
-    return q @ _t(k) / q.shape[-1]
+    return q @ swap_last(k) / q.shape[-1]
 
 
 def sc_by_length(q, k):
-    return q @ _t(k) / np.sqrt(k.shape[-2])  # sqrt(S)
+    return q @ swap_last(k) / np.sqrt(k.shape[-2])  # sqrt(S)
 
 
 def sc_T(q, k):
@@ -85,7 +81,7 @@ def sc_T(q, k):
 
 
 def sc_unscaled(q, k):
-    return q @ _t(k)
+    return q @ swap_last(k)
 
 
 def sc_einsum(q, k):
@@ -95,32 +91,27 @@ def sc_einsum(q, k):
 # ---- ex-04-4 attention_weights ----------------------------------------------
 
 
-def _stable(e):
-    e = np.exp(e - e.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def aw_d_model(x, w_q, w_k):
-    return _stable((x @ w_q) @ _t(x @ w_k) / np.sqrt(x.shape[-1]))
+    return shifted_softmax((x @ w_q) @ swap_last(x @ w_k) / np.sqrt(x.shape[-1]))
 
 
 def aw_shape0(x, w_q, w_k):
-    return _stable((x @ w_q) @ _t(x @ w_k) / np.sqrt(w_q.shape[0]))  # = d_model
+    return shifted_softmax((x @ w_q) @ swap_last(x @ w_k) / np.sqrt(w_q.shape[0]))  # = d_model
 
 
 def aw_naive_softmax(x, w_q, w_k):
-    e = np.exp((x @ w_q) @ _t(x @ w_k) / np.sqrt(w_q.shape[-1]))
+    e = np.exp((x @ w_q) @ swap_last(x @ w_k) / np.sqrt(w_q.shape[-1]))
     return e / e.sum(-1, keepdims=True)
 
 
 def aw_axis_minus2(x, w_q, w_k):
-    e = (x @ w_q) @ _t(x @ w_k) / np.sqrt(w_q.shape[-1])
+    e = (x @ w_q) @ swap_last(x @ w_k) / np.sqrt(w_q.shape[-1])
     e = np.exp(e - e.max(-2, keepdims=True))
     return e / e.sum(-2, keepdims=True)
 
 
 def aw_unscaled(x, w_q, w_k):
-    return _stable((x @ w_q) @ _t(x @ w_k))
+    return shifted_softmax((x @ w_q) @ swap_last(x @ w_k))
 
 
 def aw_einsum_lse(x, w_q, w_k):

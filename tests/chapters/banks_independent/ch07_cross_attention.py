@@ -4,6 +4,7 @@ import math
 
 import torch
 from bank import Right, Wrong
+from banks.scaffold import source_key_mask
 
 from attnlib.chapters.vocab import BOS, EOS, PAD
 
@@ -175,20 +176,16 @@ def gd_post_hoc(step, state, batch_size, max_len):
 # ---- ex-07-4 decoder_masks ------------------------------------------------------
 
 
-def _src(src_lengths, src_len):
-    return (torch.arange(src_len)[None, :] < src_lengths[:, None])[:, None, None, :]
-
-
 def _causal(T):
     return torch.ones(T, T, dtype=torch.bool).tril()
 
 
 def dm_no_causal(src_lengths, src_len, tgt_len):
-    return torch.ones(tgt_len, tgt_len, dtype=torch.bool), _src(src_lengths, src_len)
+    return torch.ones(tgt_len, tgt_len, dtype=torch.bool), source_key_mask(src_lengths, src_len)
 
 
 def dm_swapped(src_lengths, src_len, tgt_len):
-    return _src(src_lengths, src_len), _causal(tgt_len)
+    return source_key_mask(src_lengths, src_len), _causal(tgt_len)
 
 
 def dm_no_padding(src_lengths, src_len, tgt_len):
@@ -197,11 +194,11 @@ def dm_no_padding(src_lengths, src_len, tgt_len):
 
 
 def dm_strict_causal(src_lengths, src_len, tgt_len):
-    return _causal(tgt_len).tril(-1), _src(src_lengths, src_len)
+    return _causal(tgt_len).tril(-1), source_key_mask(src_lengths, src_len)
 
 
 def dm_upper(src_lengths, src_len, tgt_len):
-    return _causal(tgt_len).T, _src(src_lengths, src_len)  # future, not past
+    return _causal(tgt_len).T, source_key_mask(src_lengths, src_len)  # future, not past
 
 
 def dm_arange(src_lengths, src_len, tgt_len):
