@@ -24,21 +24,25 @@ from attnlib.transformer import TransformerBlock
 
 __all__ = [
     "ALPHABET",
-    "BOS",
-    "EOS",
-    "PAD",
-    "SEP",
+    "COPY_BOS",
+    "COPY_EOS",
+    "COPY_PAD",
+    "COPY_SEP",
+    "COPY_VOCAB_SIZE",
     "TinyDecoderLM",
     "copy_accuracy",
     "copy_batch",
-    "decode_tokens",
+    "decode_copy",
     "generate",
     "lm_loss",
 ]
 
 ALPHABET = "abcdefgh"
-PAD, BOS, SEP, EOS = 8, 9, 10, 11  # the letters are 0..7
-VOCAB_SIZE = 12
+# The special tokens of the copy language come after its letters (0..7). They are named
+# COPY_* because chapters 01-07's vocabulary (attnlib.chapters.vocab) has PAD, BOS and EOS
+# at other ids (0, 1, 2): one name, one id, across the course.
+COPY_PAD, COPY_BOS, COPY_SEP, COPY_EOS = 8, 9, 10, 11
+COPY_VOCAB_SIZE = 12
 MIN_WORD, MAX_WORD = 3, 8
 SEQ_LEN = 2 * MAX_WORD + 3  # <bos> w <sep> w <eos> at the longest
 
@@ -46,27 +50,30 @@ SEQ_LEN = 2 * MAX_WORD + 3  # <bos> w <sep> w <eos> at the longest
 def copy_batch(
     batch_size: int, generator: torch.Generator, word_len: tuple[int, int] = (MIN_WORD, MAX_WORD)
 ) -> torch.Tensor:
-    """Sentences of the copy language, long (batch_size, SEQ_LEN), PAD after ``<eos>``."""
-    tokens = torch.full((batch_size, SEQ_LEN), PAD, dtype=torch.long)
+    """Sentences of the copy language, long (batch_size, SEQ_LEN), COPY_PAD after ``<eos>``."""
+    tokens = torch.full((batch_size, SEQ_LEN), COPY_PAD, dtype=torch.long)
     lengths = torch.randint(word_len[0], word_len[1] + 1, (batch_size,), generator=generator)
     letters = torch.randint(0, len(ALPHABET), (batch_size, MAX_WORD), generator=generator)
     for b, n in enumerate(lengths.tolist()):
         word = letters[b, :n]
         tokens[b, : 2 * n + 3] = torch.cat(
-            [torch.tensor([BOS]), word, torch.tensor([SEP]), word, torch.tensor([EOS])]
+            [torch.tensor([COPY_BOS]), word, torch.tensor([COPY_SEP]), word, torch.tensor([COPY_EOS])]
         )
     return tokens
 
 
-def decode_tokens(tokens) -> str:
-    """A readable string: letters, ``|`` for the separator, ``.`` for the end; BOS/PAD dropped."""
+def decode_copy(tokens) -> str:
+    """A copy-language sentence as text: letters, ``|`` for the separator, ``.`` for the end.
+
+    ``<bos>`` and the padding are dropped.
+    """
     out = []
     for t in tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens:
         if t < len(ALPHABET):
             out.append(ALPHABET[t])
-        elif t == SEP:
+        elif t == COPY_SEP:
             out.append("|")
-        elif t == EOS:
+        elif t == COPY_EOS:
             out.append(".")
     return "".join(out)
 
@@ -85,7 +92,7 @@ class TinyDecoderLM(nn.Module):
         d_ff: int = 128,
         num_layers: int = 2,
         max_len: int = SEQ_LEN,
-        vocab_size: int = VOCAB_SIZE,
+        vocab_size: int = COPY_VOCAB_SIZE,
         **block_kwargs,
     ):
         super().__init__()
@@ -124,8 +131,8 @@ def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
 
 def _predictable(tokens: torch.Tensor) -> torch.Tensor:
     """bool (B, L): True for the tokens after ``<sep>`` up to and including ``<eos>``."""
-    after_sep = (tokens == SEP).long().cumsum(dim=1) > 0  # (B, L)
-    return after_sep & (tokens != SEP) & (tokens != PAD)
+    after_sep = (tokens == COPY_SEP).long().cumsum(dim=1) > 0  # (B, L)
+    return after_sep & (tokens != COPY_SEP) & (tokens != COPY_PAD)
 
 
 @torch.no_grad()
@@ -212,7 +219,7 @@ def test_set(size: int = 256) -> torch.Tensor:
 
 def word_lengths(tokens: torch.Tensor) -> torch.Tensor:
     """Long (B,): the length of each sentence's word (the position of ``<sep>`` minus one)."""
-    return (tokens == SEP).int().argmax(1) - 1
+    return (tokens == COPY_SEP).int().argmax(1) - 1
 
 
 @torch.no_grad()
@@ -308,7 +315,7 @@ def greedy_copies(model: TinyDecoderLM, tokens: torch.Tensor) -> list[tuple[str,
         rows = (n == k).nonzero().flatten()
         generated = generate(model, tokens[rows, : k + 2], k + 1)  # <bos> w | -> + k + 1
         for i, row in zip(rows.tolist(), generated, strict=True):
-            out[i] = (decode_tokens(tokens[i, : 2 * k + 3]), decode_tokens(row))
+            out[i] = (decode_copy(tokens[i, : 2 * k + 3]), decode_copy(row))
     return out
 
 

@@ -7,7 +7,16 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from attnlib.chapters.tiny_lm import ALPHABET, BOS, EOS, PAD, SEP, SEQ_LEN, TinyDecoderLM, copy_batch
+from attnlib.chapters.tiny_lm import (
+    ALPHABET,
+    COPY_BOS,
+    COPY_EOS,
+    COPY_PAD,
+    COPY_SEP,
+    SEQ_LEN,
+    TinyDecoderLM,
+    copy_batch,
+)
 from attnlib.checks._cases import cases, optimiser_step
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.transformer import TransformerBlock
@@ -382,7 +391,7 @@ def read_on_keys(tokens: torch.Tensor) -> torch.Tensor:
     the first copy (``1 .. n``) equal to the letter at ``t``.
     """
     B, L = tokens.shape
-    n = (tokens == SEP).int().argmax(1) - 1  # (B,) word lengths
+    n = (tokens == COPY_SEP).int().argmax(1) - 1  # (B,) word lengths
     pos = torch.arange(L)
     rows = (pos >= n[:, None] + 2) & (pos <= 2 * n[:, None] + 1)  # (B, L): second-copy letters
     keys = (pos >= 2) & (pos <= n[:, None] + 1)  # (B, L): s - 1 is a first-copy letter
@@ -393,10 +402,10 @@ def read_on_keys(tokens: torch.Tensor) -> torch.Tensor:
 
 def _sentences(*words: str) -> torch.Tensor:
     """Padded copy-language sentences (len(words), SEQ_LEN) for the given words."""
-    out = torch.full((len(words), SEQ_LEN), PAD, dtype=torch.long)
+    out = torch.full((len(words), SEQ_LEN), COPY_PAD, dtype=torch.long)
     for b, word in enumerate(words):
         letters = [ALPHABET.index(c) for c in word]
-        row = [BOS, *letters, SEP, *letters, EOS]
+        row = [COPY_BOS, *letters, COPY_SEP, *letters, COPY_EOS]
         out[b, : len(row)] = torch.tensor(row)
     return out
 
@@ -428,7 +437,7 @@ def _read_on_with_mistake(tokens, mistake):
             f"_read_on_with_mistake: mistake must be one of {_READ_ON_MISTAKES}, got {mistake!r}"
         )
     B, L = tokens.shape
-    n = (tokens == SEP).int().argmax(1) - 1  # (B,) word lengths
+    n = (tokens == COPY_SEP).int().argmax(1) - 1  # (B,) word lengths
     if mistake == "first length":
         n = n[:1].expand(B)
     n = n[:, None]  # (B, 1)
@@ -447,7 +456,7 @@ def _read_on_with_mistake(tokens, mistake):
     else:
         keys = ((pos >= 2) & (pos <= n + 1))[:, None, :]
     if mistake == "no separator":
-        keys = keys & (tokens != SEP)[:, None, :]
+        keys = keys & (tokens != COPY_SEP)[:, None, :]
     if mistake == "match itself":
         before = tokens
     elif mistake == "before match":

@@ -11,18 +11,18 @@ def test_copy_sentences_have_the_documented_form():
     tokens = copy_batch(20, torch.Generator().manual_seed(0))
     assert tokens.shape == (20, tiny_lm.SEQ_LEN)
     for row in tokens:
-        text = tiny_lm.decode_tokens(row)
+        text = tiny_lm.decode_copy(row)
         word, rest = text.split("|")
         assert rest == word + "."
         assert tiny_lm.MIN_WORD <= len(word) <= tiny_lm.MAX_WORD
-        assert row[0] == tiny_lm.BOS
+        assert row[0] == tiny_lm.COPY_BOS
 
 
 def test_loss_ignores_the_unpredictable_first_copy():
     """Changing the model's predictions for the first copy leaves the loss unchanged."""
     tokens = copy_batch(4, torch.Generator().manual_seed(1))
     predictable = tiny_lm._predictable(tokens)
-    n = (tokens == tiny_lm.SEP).int().argmax(1) - 1
+    n = (tokens == tiny_lm.COPY_SEP).int().argmax(1) - 1
     for b in range(4):
         k = int(n[b])
         expected = [False] * (k + 2) + [True] * (k + 1) + [False] * (tiny_lm.SEQ_LEN - 2 * k - 3)
@@ -84,8 +84,8 @@ def test_a_small_model_learns_the_copy_language(one_thread):
 def _sentence(word: str) -> torch.Tensor:
     """One padded sentence ``<bos> word | word <eos>`` (1, SEQ_LEN)."""
     letters = [tiny_lm.ALPHABET.index(c) for c in word]
-    row = [tiny_lm.BOS, *letters, tiny_lm.SEP, *letters, tiny_lm.EOS]
-    return torch.tensor([row + [tiny_lm.PAD] * (tiny_lm.SEQ_LEN - len(row))])
+    row = [tiny_lm.COPY_BOS, *letters, tiny_lm.COPY_SEP, *letters, tiny_lm.COPY_EOS]
+    return torch.tensor([row + [tiny_lm.COPY_PAD] * (tiny_lm.SEQ_LEN - len(row))])
 
 
 def test_ablation_variants_start_from_the_full_models_weights():
@@ -139,9 +139,9 @@ class _Reader(torch.nn.Module):
     """A fake model whose next token is the one after the last occurrence of the current one."""
 
     def forward(self, tokens):
-        logits = torch.zeros(*tokens.shape, tiny_lm.VOCAB_SIZE)
+        logits = torch.zeros(*tokens.shape, tiny_lm.COPY_VOCAB_SIZE)
         row = tokens[0].tolist()
-        n = row.index(tiny_lm.SEP) - 1
+        n = row.index(tiny_lm.COPY_SEP) - 1
         first = row[1 : n + 2]
         nxt = [first[i + 1] for i in range(n) if first[i] == row[-1]][-1]
         logits[0, -1, nxt] = 1.0
