@@ -1,16 +1,23 @@
-"""Grade every submission of a folder, in parallel, resumably."""
+"""Grade every submission of a folder, in parallel, resumably.
+
+:func:`grade` is the class's flow: find the submissions, keep the finished records whose
+submission and assignment are unchanged, then grade the others inside one
+:class:`GradingSession` (the owner of every resource of the run: work folder, sandbox uids,
+memory cgroups, zygotes, notebook readers, job threads), and render every output once from
+the final scores (:func:`coursetools.grade.publish.publish`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import queue
-import re
 import shutil
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,17 +27,12 @@ from attnlib.checks import get_exercise
 from coursetools import assign
 from coursetools.grade import manual, publish, report, sandbox, scores
 from coursetools.grade.escape import key_ok
+from coursetools.grade.parse_worker import NotebookReader, ReadFailed
 from coursetools.grade.paths import ROOT
 from coursetools.grade.process import needed_paths
 from coursetools.grade.record import Record, Status
-from coursetools.grade.runner import Settings, base_env, grade_submission
-from coursetools.grade.submission import (
-    Assignment,
-    Submission,
-    find_submissions,
-    read_notebook,
-    resolve_assignment,
-)
+from coursetools.grade.runner import Settings, base_env, grade_submission, labels_for, named_cells
+from coursetools.grade.submission import Assignment, Submission, find_submissions, resolve_assignment
 from coursetools.grade.zygote import Zygote
 
 
@@ -163,32 +165,282 @@ def safe_keys(subs: list[Submission]) -> None:
         sub.student = key
 
 
-def cell_labels(record: dict, path: Path) -> dict[str, dict]:
+def cell_labels(record: dict, path: Path, seconds: float = 30.0) -> dict[str, dict]:
     """``{notebook index: {"number": n, "first": line}}`` for the cells a record names: the
     number of the cell among the notebook's code cells (from 1) and its first line, as the
-    learner sees it in Jupyter (the grader's indices count every cell from 0)."""
-    wanted = {str(e.get("cell")) for e in record.get("cell_errors") or [] if isinstance(e, dict)}
-    for text in list(record.get("incidents") or []) + list(record.get("notes") or []):
-        wanted.update(report.CELL_REF.findall(str(text)))
-        wanted.update(n for group in re.findall(r"cells \[([\d, ]+)\]", str(text)) for n in group.split(", "))
-    wanted.discard("None")
-    if not wanted:
-        return {}
+    learner sees it in Jupyter (the grader's indices count every cell from 0). The notebook is
+    read in a :class:`~coursetools.grade.parse_worker.NotebookReader` within ``seconds``
+    (grading itself labels the cells from the reading it already made)."""
+    if not named_cells(record):
+        return {}  # no cell named: nothing to read
     try:
-        nb = read_notebook(path)
-    except Exception:  # noqa: BLE001 - labels are a courtesy (Unreadable included)
-        return {}
-    labels = {}
-    number = 0
-    for index, cell in enumerate(nb.cells):
-        if cell.get("cell_type") != "code":
-            continue
-        number += 1
-        if str(index) in wanted:
-            source = cell.get("source", "")
-            lines = [ln.strip() for ln in str(source).splitlines() if ln.strip()]
-            labels[str(index)] = {"number": number, "first": (lines[0] if lines else "")[:80]}
-    return labels
+        with NotebookReader() as reader:
+            return labels_for(record, reader.labels(path, seconds))
+    except ReadFailed:
+        return {}  # labels are a courtesy
+
+
+class GradingSession:
+    """Every resource of one grading run, owned through one context manager.
+
+    ``__enter__`` acquires, in this order: the scratch folders' parent (a fresh folder in the
+    system's temporary folder unless ``given.work_dir`` names one), the sandbox uids (as root,
+    unless ``given.uid_base`` names them), one memory cgroup per job slot (where writable: all
+    slots or none), the pre-warmed zygotes (unless the caller lends its own), one
+    :class:`~coursetools.grade.parse_worker.NotebookReader` per job slot and the job threads.
+    ``__exit__`` releases them in the reverse order, whatever happened (an interrupt stops the
+    job threads first, without starting the submissions not yet begun).
+
+    Parameters
+    ----------
+    given : Settings
+        The caller's settings; :attr:`settings` completes them (isolation probed, folders
+        hidden from the sandbox, work folder, uids).
+    submissions, out : Path
+        The class's folder and the output folder (both resolved).
+    jobs : int
+        Submissions graded at once (one job slot each).
+    busy : int
+        How many submissions will be graded (0: no process is started).
+    zygotes : list, optional
+        Pre-warmed zygotes a caller lends (for several assignments); not closed here.
+    """
+
+    def __init__(
+        self, given: Settings, submissions: Path, out: Path, jobs: int, busy: int, zygotes: list | None = None
+    ) -> None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+        self.given, self.submissions, self.out, self.jobs, self.busy = given, submissions, out, jobs, busy
+        self.zygotes = zygotes
+        self.settings = given
+        self.groups: list = []
+        self.readers: list[NotebookReader] = []
+        self.stop = threading.Event()
+        self._slots: queue.Queue[int] = queue.Queue()
+        self._pool: ThreadPoolExecutor | None = None
+        self._stack = ExitStack()
+
+    @property
+    def memory_kind(self) -> str | None:
+        """The kind of memory cgroup each job slot has (None: none could be made)."""
+        return self.groups[0].kind if self.groups else None
+
+    def __enter__(self) -> GradingSession:
+        with ExitStack() as stack:  # whatever fails half-way releases what was acquired so far
+            work_dir = self._work_dir(stack)
+            uid_base = self._uids(stack)
+            self.settings = replace(
+                self.given,
+                out=self.out,
+                isolation=sandbox.probe() if self.given.isolation == "auto" else self.given.isolation,
+                hide=tuple(sorted(_hidden_folders(self.submissions, self.out, self.given.hide))),
+                work_dir=work_dir,
+                uid_base=uid_base,
+            )
+            self._memory_groups(stack)
+            self._zygotes(stack)
+            self._readers(stack)
+            self._pool = stack.enter_context(ThreadPoolExecutor(max_workers=self.jobs))
+            stack.callback(self.stop.set)  # released first: the job threads stop taking submissions
+            self._stack = stack.pop_all()
+        for slot in range(self.jobs):
+            self._slots.put(slot)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def grade_all(self, todo: list[Submission], grade_one, done) -> None:
+        """``grade_one(sub, slot)`` for every submission of ``todo`` on the job threads, then
+        ``done(record)``; returns when all are graded. On an interrupt, the job threads stop
+        (those running finish their submission as ``interrupted``) before it is raised."""
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("grade_all() outside the session's with block")
+
+        def work(sub: Submission) -> None:
+            if self.stop.is_set():
+                return
+            slot = self._slots.get()
+            try:
+                record = grade_one(sub, slot)
+            finally:
+                self._slots.put(slot)
+            done(record)
+
+        futures = [pool.submit(work, sub) for sub in todo]
+        try:
+            for future in futures:
+                while True:
+                    try:
+                        future.result(timeout=0.5)  # a short wait: Ctrl-C is seen promptly
+                        break
+                    except TimeoutError:
+                        continue
+        except KeyboardInterrupt:
+            self.stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+    def _work_dir(self, stack: ExitStack) -> Path:
+        if self.given.work_dir is not None:
+            work_dir = self.given.work_dir
+        else:
+            _sweep_work_dirs()
+            work_dir = Path(tempfile.mkdtemp(prefix=f"coursetools-grade-{os.getpid()}-"))
+            stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
+        work_dir.chmod(0o711)  # traversable by the sandbox uids, not listable
+        return work_dir
+
+    def _uids(self, stack: ExitStack) -> int | None:
+        if os.geteuid() != 0 or self.given.uid_base is not None:
+            return self.given.uid_base
+        uid_base = sandbox.allocate_uids(self.jobs)
+        stack.callback(sandbox.release_uids, uid_base)
+        return uid_base
+
+    def _memory_groups(self, stack: ExitStack) -> None:
+        """One memory cgroup per job slot (where writable): a submission's processes share one limit."""
+        settings = self.settings
+        limit_mb = settings.group_mb or settings.memory_mb
+        sandbox.sweep_memory_groups()
+        made = [
+            sandbox.MemoryGroup.create(
+                f"coursetools-grade-{os.getpid()}-{settings.uid_base or 0}-{slot}", limit_mb
+            )
+            for slot in range(self.jobs)
+        ]
+        groups = [g for g in made if g is not None]
+        if len(groups) != self.jobs:  # all slots or none: a grade must not depend on the slot
+            for group in groups:
+                group.remove()
+            return
+        for group in groups:
+            stack.callback(group.remove)
+        self.groups = groups
+
+    def _zygotes(self, stack: ExitStack) -> None:
+        settings = self.settings
+        if self.zygotes is not None or not self.busy:
+            return  # a caller's zygotes stay the caller's
+        if settings.zygote and settings.isolation in ("namespaces", "none"):
+            isolate = settings.isolation == "namespaces"
+            zygotes = [
+                Zygote(settings.python, str(ROOT), base_env(), isolate)
+                for _ in range(min(self.jobs, self.busy))
+            ]
+            for zygote in zygotes:
+                stack.callback(zygote.close)
+            for zygote in zygotes:
+                zygote.warm()
+            self.zygotes = zygotes
+
+    def _readers(self, stack: ExitStack) -> None:
+        """One notebook reader per job slot, started now (they start while the zygotes warm up)
+        for the slots that will be used."""
+        self.readers = [NotebookReader(self.settings.memory_mb) for _ in range(self.jobs)]
+        for reader in self.readers:
+            stack.callback(reader.close)
+        for reader in self.readers[: min(self.jobs, self.busy)]:
+            reader.start()
+
+
+class _Gradebook:
+    """The class's records while grading, kept in step with their typed form, and ``grades.csv``
+    rewritten from them at most once per :data:`GRADEBOOK_EVERY` seconds (a class of a thousand
+    is not rewritten a thousand times; :func:`coursetools.grade.publish.publish` writes the last)."""
+
+    def __init__(self, out: Path, info: scores.ClassInfo, sources: scores.Sources, progress) -> None:
+        self.out, self.info, self.sources, self.progress = out, info, sources, progress
+        self.records: dict[str, dict] = {}
+        self.typed: dict[str, Record] = {}
+        self.lock = threading.Lock()
+        self._written = 0.0
+
+    def put(self, record: dict) -> None:
+        self.records[record["student"]] = record
+        self.typed[record["student"]] = Record.from_dict(record)
+
+    def write_csv(self, every: float = 0.0) -> None:
+        if time.monotonic() - self._written >= every:
+            report.write_gradebook(self.out, scores.build(self.info, self.typed, self.sources))
+            self._written = time.monotonic()
+
+    def finished(self, record: dict) -> None:
+        """One more submission graded (called from a job thread)."""
+        with self.lock:
+            self.put(record)
+            self.write_csv(every=GRADEBOOK_EVERY)
+            if self.progress is not None:
+                self.progress.update(record)
+
+
+def _kept_or_pending(
+    book: _Gradebook, subs: list[Submission], out: Path, assignment: Assignment, force: bool
+) -> list[Submission]:
+    """Put every learner's record in ``book`` (a finished one whose submission and assignment are
+    unchanged is kept, unless ``force``; the others pending); return the submissions to grade."""
+    todo = []
+    for sub in subs:
+        old = None if force else report.load_record(out, sub.student)
+        kept = old is not None and Status.parse(old.get("status")).final
+        if kept and old.get("digest") == sub.digest and old.get("assignment") == assignment.digest:
+            book.put(old)
+        else:
+            book.put(report.pending_record(sub.student, str(sub.path), assignment.points))
+            todo.append(sub)
+    return todo
+
+
+def _grade_one(
+    sub: Submission,
+    slot: int,
+    session: GradingSession,
+    assignment: Assignment,
+    exercises: dict,
+    book: _Gradebook,
+) -> dict:
+    """Grade one submission in job slot ``slot`` and write what the learner reads; a failure of
+    the grader itself gives a ``grader-error`` record (one submission never stops the class)."""
+    try:
+        record = grade_submission(
+            sub,
+            assignment,
+            exercises,
+            session.settings,
+            slot,
+            session.stop,
+            session.zygotes,
+            session.groups[slot] if session.groups else None,
+            session.readers[slot],
+        )
+        if Status.parse(record.get("status")) is not Status.INTERRUPTED:
+            graded = scores.build(book.info, {sub.student: Record.from_dict(record)}, book.sources)
+            publish.write_learner(book.out, graded.by_student()[sub.student], graded)
+            report.write_record(book.out, record)
+    except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
+        record = report.pending_record(sub.student, str(sub.path), assignment.points)
+        record.update(status=Status.GRADER_ERROR.value, incidents=[f"{type(exc).__name__}: {exc}"[:300]])
+        record["digest"] = sub.digest
+    return record
+
+
+def _class_info(
+    assignment: Assignment, subs: list[Submission], strays: list[str], show_hidden_inputs, overrides_csv
+) -> scores.ClassInfo:
+    nb = nbformat.read(assignment.path, as_version=4)
+    return scores.ClassInfo(
+        assignment=assignment.path.stem,
+        notebook=str(assignment.path.resolve()),
+        points=dict(assignment.points),
+        functions=dict(assignment.functions),
+        manual=manual.questions(nb),
+        students=[s.student for s in subs],
+        strays=strays,
+        show_hidden_inputs=show_hidden_inputs,
+        overrides=str(Path(overrides_csv).resolve()) if overrides_csv else "",
+    )
 
 
 def grade(
@@ -220,172 +472,45 @@ def grade(
     started = time.monotonic()
     assignment = load_assignment(assignment_spec)
     exercises = {ex_id: get_exercise(ex_id) for ex_id in assignment.points}
-    out = Path(out).resolve()
-    submissions = Path(submissions).resolve()
+    out, submissions = Path(out).resolve(), Path(submissions).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    given = settings if settings is not None else Settings(out=out)
     jobs = max(1, jobs or min(2, os.cpu_count() or 1))
-    own_work = given.work_dir is None
-    if own_work:
-        _sweep_work_dirs()
-    work_dir = (
-        Path(tempfile.mkdtemp(prefix=f"coursetools-grade-{os.getpid()}-")) if own_work else given.work_dir
-    )
-    work_dir.chmod(0o711)  # traversable by the sandbox uids, not listable
-    own_uids = os.geteuid() == 0 and given.uid_base is None
-    settings = replace(
-        given,
-        out=out,
-        isolation=sandbox.probe() if given.isolation == "auto" else given.isolation,
-        hide=tuple(sorted(_hidden_folders(submissions, out, given.hide))),
-        work_dir=work_dir,
-        uid_base=sandbox.allocate_uids(jobs) if own_uids else given.uid_base,
-    )
 
     found = [s for s in find_submissions(submissions, assignment.path.stem) if s.path.resolve() != out]
     subs, strays = split_strays(found, submissions)
     safe_keys(subs)
-    nb = nbformat.read(assignment.path, as_version=4)
-    info = scores.ClassInfo(
-        assignment=assignment.path.stem,
-        notebook=str(assignment.path.resolve()),
-        points=dict(assignment.points),
-        functions=dict(assignment.functions),
-        manual=manual.questions(nb),
-        students=[s.student for s in subs],
-        strays=strays,
-        show_hidden_inputs=show_hidden_inputs,
-        overrides=str(Path(overrides_csv).resolve()) if overrides_csv else "",
-    )
+    info = _class_info(assignment, subs, strays, show_hidden_inputs, overrides_csv)
     info.save(out)
-    sources = scores.Sources.load(out, info)
-    records: dict[str, dict] = {}
-    todo = []
-    for sub in subs:
-        old = None if force else report.load_record(out, sub.student)
-        kept = old is not None and Status.parse(old.get("status")).final
-        if kept and old.get("digest") == sub.digest and old.get("assignment") == assignment.digest:
-            records[sub.student] = old
-        else:
-            records[sub.student] = report.pending_record(sub.student, str(sub.path), assignment.points)
-            todo.append(sub)
-    order = [s.student for s in subs]
-    lock = threading.Lock()
-
-    typed = {k: Record.from_dict(v) for k, v in records.items()}  # kept in step with records
-
-    written = [0.0]  # when grades.csv was last written
-
-    def write_csv(every: float = 0.0):
-        """grades.csv with every learner (pending ones too), at most once per ``every`` seconds:
-        a class of a thousand is not rewritten a thousand times; publish() writes the last."""
-        if time.monotonic() - written[0] >= every:
-            report.write_gradebook(out, scores.build(info, typed, sources))
-            written[0] = time.monotonic()
-
-    write_csv()
     progress = report.Progress(len(subs), progress_stream)
+    book = _Gradebook(out, info, scores.Sources.load(out, info), None if quiet else progress)
+    todo = _kept_or_pending(book, subs, out, assignment, force)
+    book.write_csv()
     if not quiet:
         for sub in subs:
             if sub not in todo:
-                progress.update(records[sub.student], skipped=True)
-    stop = threading.Event()
-    slots: queue.Queue[int] = queue.Queue()
-    for slot in range(jobs):
-        slots.put(slot)
+                progress.update(book.records[sub.student], skipped=True)
 
-    def work(sub):
-        if stop.is_set():
-            return
-        slot = slots.get()
+    given = settings if settings is not None else Settings(out=out)
+    with GradingSession(given, submissions, out, jobs, len(todo), zygotes) as session:
+
+        def grade_one(sub: Submission, slot: int) -> dict:
+            return _grade_one(sub, slot, session, assignment, exercises, book)
+
         try:
-            try:
-                group = groups[slot] if groups else None
-                record = grade_submission(sub, assignment, exercises, settings, slot, stop, zygotes, group)
-                record["memory_group"] = group.kind if group else None
-                record["assignment"] = assignment.digest
-                record["cell_labels"] = cell_labels(record, sub.path)
-                if Status.parse(record.get("status")) is not Status.INTERRUPTED:
-                    graded = scores.build(info, {sub.student: Record.from_dict(record)}, sources)
-                    publish.write_learner(out, graded.by_student()[sub.student], graded)
-                    report.write_record(out, record)
-            except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
-                record = report.pending_record(sub.student, str(sub.path), assignment.points)
-                record.update(
-                    status=Status.GRADER_ERROR.value, incidents=[f"{type(exc).__name__}: {exc}"[:300]]
-                )
-                record["digest"] = sub.digest
-        finally:
-            slots.put(slot)
-        with lock:
-            records[sub.student] = record
-            typed[sub.student] = Record.from_dict(record)
-            write_csv(every=GRADEBOOK_EVERY)
-            if not quiet:
-                progress.update(record)
-
-    # one memory cgroup per job slot (where writable): a submission's processes share one limit
-    limit_mb = settings.group_mb or settings.memory_mb
-    sandbox.sweep_memory_groups()
-    made = [
-        sandbox.MemoryGroup.create(
-            f"coursetools-grade-{os.getpid()}-{settings.uid_base or 0}-{slot}", limit_mb
-        )
-        for slot in range(jobs)
-    ]
-    groups = [g for g in made if g is not None]
-    if len(groups) != jobs:  # all slots or none: a grade must not depend on the slot
-        for group in groups:
-            group.remove()
-        groups = []
-    own_zygotes = zygotes is None  # a caller may lend its own, for several assignments
-    if own_zygotes and settings.zygote and settings.isolation in ("namespaces", "none") and todo:
-        isolate = settings.isolation == "namespaces"
-        zygotes = [
-            Zygote(settings.python, str(ROOT), base_env(), isolate) for _ in range(min(jobs, len(todo)))
-        ]
-        for zygote in zygotes:
-            zygote.warm()
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    futures = [pool.submit(work, sub) for sub in todo]
-    try:
-        for future in futures:
-            while True:
-                try:
-                    future.result(timeout=0.5)
-                    break
-                except TimeoutError:
-                    continue
-    except KeyboardInterrupt:
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
-        with lock:
-            write_csv()
-        raise
-    finally:
-        if own_work:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        if own_uids:
-            sandbox.release_uids(settings.uid_base)
-        if own_zygotes:
-            for zygote in zygotes or []:
-                zygote.close()
-        for group in groups:
-            group.remove()
-    pool.shutdown(wait=True)
+            session.grade_all(todo, grade_one, book.finished)
+        except KeyboardInterrupt:
+            with book.lock:
+                book.write_csv()
+            raise
     try:
         (out / ".work").rmdir()
     except OSError:
         pass
-    final = [records[s] for s in order]
     published = publish.publish(out)
     if not quiet:
+        settings = session.settings
         isolation = sandbox.describe(
-            settings.isolation,
-            settings.uid_base,
-            jobs,
-            groups[0].kind if groups else None,
-            needed_paths(settings.python),
+            settings.isolation, settings.uid_base, jobs, session.memory_kind, needed_paths(settings.python)
         )
         print(report.summary(published, isolation, time.monotonic() - started), flush=True)
-    return final
+    return [book.records[s.student] for s in subs]

@@ -1,10 +1,19 @@
-"""Grade one submission: run its notebook (again, without a cell or case that hung or
-crashed, up to ``max_runs`` times within the per-submission limit) and judge it.
+"""Grade one submission: read it, plan it, run it (again, without a cell or case that hung
+or crashed, up to ``max_runs`` times within the per-submission limit), judge it.
 
-The steps live in their own modules: :mod:`.submission` reads the notebook and
-builds the :class:`~coursetools.grade.events.RunPlan`; :mod:`.process` runs one
-process under the limits (:class:`~coursetools.grade.process.Run`); :mod:`.verdict`
-judges the reported outputs against the reference in the grader's process.
+:func:`grade_submission` is that flow, one way, one step per function:
+
+1. read: :mod:`.parse_worker` reads the notebook and builds its plan
+   (:mod:`.submission`) in a worker process, under a time, CPU and memory limit;
+2. plan: the :class:`~coursetools.grade.events.RunPlan` with the cases' inputs;
+3. run: :mod:`.process` runs one process under the limits
+   (:class:`~coursetools.grade.process.Run`), as often as a hang or a crash asks;
+4. judge: :mod:`.verdict` judges the reported outputs against the reference in the
+   grader's process and completes the record.
+
+The record is the JSON object that :mod:`.report` writes as ``record.json`` and
+:class:`~coursetools.grade.record.Record` reads; its statuses are
+:class:`~coursetools.grade.record.Status` members' words.
 """
 
 from __future__ import annotations
@@ -14,22 +23,26 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from attnlib.checks.core import Exercise
-from coursetools.grade.events import CaseEvent, CaseKind, RunOutcome, RunPlan, Step
-from coursetools.grade.inputs import ship
-from coursetools.grade.process import OUTPUT_KEEP, ROOT, Run, _describe_exit, base_env
-from coursetools.grade.submission import (
-    Assignment,
-    Submission,
-    Unreadable,
-    build_plan,
-    forbidden_at,
-    read_notebook,
+from coursetools.grade.events import (
+    CaseEvent,
+    CaseKind,
+    EventKind,
+    RunEnd,
+    RunOutcome,
+    RunPlan,
+    StepKind,
 )
+from coursetools.grade.inputs import ship
+from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, ReadFailed, Reading
+from coursetools.grade.process import OUTPUT_KEEP, ROOT, Run, _describe_exit, base_env
+from coursetools.grade.record import Status
+from coursetools.grade.report import CELL_REF
+from coursetools.grade.submission import Assignment, Submission
 from coursetools.grade.verdict import finish, judge, one_at_a_time
 
 __all__ = ["ROOT", "RunOutcome", "Settings", "base_env", "grade_submission", "judge"]
@@ -38,12 +51,15 @@ __all__ = ["ROOT", "RunOutcome", "Settings", "base_env", "grade_submission", "ju
 @dataclass(frozen=True)
 class Settings:
     """Limits and isolation for every submission of a run (frozen: no live processes here;
-    the pre-warmed zygotes are passed to :func:`grade_submission` on their own)."""
+    the pre-warmed zygotes and the notebook readers are passed to :func:`grade_submission`
+    on their own). ``timeout_parse``: seconds (wall and CPU) that reading a notebook and
+    building its plan may take, within ``timeout_total``."""
 
     out: Path
     timeout_cell: float = 30.0
     timeout_total: float = 180.0
     timeout_setup: float = 60.0
+    timeout_parse: float = 30.0
     memory_mb: int = 2048
     nproc: int = 64
     scratch_mb: int = 64
@@ -58,6 +74,18 @@ class Settings:
     group_mb: int | None = None  # a whole submission's memory (a cgroup, where writable); None: memory_mb
 
 
+@dataclass
+class _Runs:
+    """What the runs of one submission reported, gathered across its reruns."""
+
+    results: dict[tuple[str, str], CaseEvent] = field(default_factory=dict)  # (exercise, case) -> event
+    skip_cells: list[int] = field(default_factory=list)  # cells that hung or crashed a run
+    incidents: list[str] = field(default_factory=list)
+    defined: dict[str, set[tuple]] = field(default_factory=dict)  # where the evaluated code was defined
+    protocol_problems: int = 0
+    out_of_order: int = 0
+
+
 def grade_submission(
     sub: Submission,
     assignment: Assignment,
@@ -67,15 +95,44 @@ def grade_submission(
     stop: threading.Event | None = None,
     zygotes: list | None = None,
     memory_group=None,
+    reader: NotebookReader | None = None,
 ) -> dict:
-    """Grade one submission; return its record (see :mod:`coursetools.grade.report`)."""
+    """Grade one submission; return its record (the object of ``record.json``).
+
+    ``reader``: the job slot's :class:`~coursetools.grade.parse_worker.NotebookReader`
+    (by default one is started for this submission alone).
+    """
+    if reader is None:
+        with NotebookReader(settings.memory_mb) as own:
+            return grade_submission(
+                sub, assignment, exercises, settings, slot, stop, zygotes, memory_group, own
+            )
     stop = stop or threading.Event()
     started = time.monotonic()
-    record: dict = {
+    deadline = started + settings.timeout_total
+    record = _new_record(sub)
+    reading = _read(record, sub, assignment, settings, reader, deadline)
+    runs = _Runs()
+    if reading is not None:
+        plan = _plan(record, reading, assignment, exercises)
+        _run(record, runs, plan, assignment, exercises, settings, deadline, stop, slot, zygotes, memory_group)
+        _check_definitions(
+            record, plan.cells, plan.evaluate_after, assignment, runs.defined, reader, settings.timeout_parse
+        )
+        _summarise(record, runs)
+    finish(record, assignment, exercises, runs.results, settings, started)
+    record["memory_group"] = memory_group.kind if memory_group is not None else None
+    record["assignment"] = assignment.digest
+    record["cell_labels"] = labels_for(record, reading.labels if reading is not None else {})
+    return record
+
+
+def _new_record(sub: Submission) -> dict:
+    return {
         "student": sub.student,
         "file": str(sub.path),
         "digest": sub.digest,
-        "status": "graded",
+        "status": Status.GRADED.value,
         "notes": [],
         "review": [],
         "cell_errors": [],
@@ -84,139 +141,192 @@ def grade_submission(
         "runs": 0,
         "output": {},
     }
+
+
+def _read(
+    record: dict, sub: Submission, assignment: Assignment, settings: Settings, reader, deadline: float
+) -> Reading | None:
+    """Step 1: the notebook read and planned in the slot's worker; None when there is nothing to run
+    (the record then says why: ``unreadable``, or a grader error when no reader could start)."""
     try:
-        nb = read_notebook(sub.path)
-    except Unreadable as exc:
-        record["status"] = "unreadable"
-        record["notes"].append(str(exc))
-        return finish(record, assignment, exercises, {}, settings, started)
-    plan_data, notes, review = build_plan(nb, assignment)
-    forbidden = plan_data.pop("forbidden", {})
-    with one_at_a_time():  # the cases' inputs, made here: the sandbox never holds the answer key
+        reading = reader.read(sub.path, assignment, min(settings.timeout_parse, deadline - time.monotonic()))
+    except ReaderDidNotStart as exc:
+        record["status"] = Status.GRADER_ERROR.value
+        record["notes"].append(f"{exc}: nothing was run")
+        return None
+    except ReadFailed as exc:  # fail closed: a notebook the grader could not read scores nothing
+        record["status"] = Status.UNREADABLE.value
+        record["notes"].append(f"{exc}: nothing was run")
+        return None
+    if reading.unreadable is not None:
+        record["status"] = Status.UNREADABLE.value
+        record["notes"].append(reading.unreadable)
+        return None
+    return reading
+
+
+def _plan(record: dict, reading: Reading, assignment: Assignment, exercises: dict[str, Exercise]) -> RunPlan:
+    """Step 2: the run plan, with the cases' inputs made here (the sandbox never holds the answer key)."""
+    plan_data = reading.plan
+    with one_at_a_time():
         shipped = ship({ex_id: exercises[ex_id] for ex_id in assignment.points})
-    plan = RunPlan(
+    if plan_data.get("forbidden"):  # read by the grader only, never trusted from the sandbox
+        record["forbidden"] = plan_data["forbidden"]
+    record["notes"] += reading.notes
+    record["review"] += reading.review
+    return RunPlan(
         plan_data["cells"],
         plan_data["evaluate_after"],
         plan_data["evaluate_at_end"],
         list(assignment.points),
         inputs=shipped,
     )
-    if forbidden:
-        record["forbidden"] = forbidden
-    record["notes"] += notes
-    record["review"] += review
 
-    results: dict[tuple[str, str], CaseEvent] = {}
-    skip_cells: list[int] = []
-    incidents: list[str] = []
-    deadline = started + settings.timeout_total
+
+def _run(
+    record: dict,
+    runs: _Runs,
+    plan: RunPlan,
+    assignment: Assignment,
+    exercises: dict[str, Exercise],
+    settings: Settings,
+    deadline: float,
+    stop: threading.Event,
+    slot: int,
+    zygotes,
+    memory_group,
+) -> None:
+    """Step 3: run the plan until it ends, without what hung or crashed the previous run."""
     # under the system's temporary folder, not the output folder: an output folder below a
     # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
-    scratch = (settings.work_dir or settings.out / ".work") / f"{sub.student}"
-    protocol_problems = 0
-    out_of_order = 0
-    defined: dict[str, set[tuple]] = {}  # where the evaluated functions' code was defined
+    scratch = (settings.work_dir or settings.out / ".work") / f"{record['student']}"
     while record["runs"] < settings.max_runs:
         record["runs"] += 1
-        plan.skip_cells = list(skip_cells)
-        plan.skip_cases = list(results)
+        plan.skip_cells = list(runs.skip_cells)
+        plan.skip_cases = list(runs.results)
         run = Run(plan, settings, scratch, slot, deadline, stop, zygotes, memory_group)
         try:
             outcome = run.execute()
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        protocol_problems += run.bad_lines
-        out_of_order += run.out_of_order + run.forged
-        incidents += run.cleanup
-        record["output"] = {
-            "bytes": run.output_bytes,
-            "head": run.head.decode("utf-8", "replace"),
-            "tail": run.tail.decode("utf-8", "replace") if run.output_bytes > OUTPUT_KEEP else "",
-        }
-        for event in run.events:
-            data = event.data
-            if event.kind == "hello" and record["isolation"] is None:
-                record["isolation"] = data.get("isolation")
-            elif event.kind == "case":
-                key = (str(data.get("ex")), str(data.get("case")))
-                case_event = CaseEvent.from_event(data)
-                if key[0] in exercises and case_event is not None:
-                    results[key] = case_event
-                    if isinstance(data.get("defined"), list):
-                        defined.setdefault(key[0], set()).add(tuple(data["defined"][:2]))
-            elif event.kind == "cell-error":
-                error = {k: data.get(k) for k in ("cell", "etype", "text", "line")}
-                if error not in record["cell_errors"]:
-                    record["cell_errors"].append(error)
-        step = outcome.step
-        if outcome.end == "done":
-            expected = {(ex, c.name) for ex in assignment.points for c in exercises[ex].cases}
-            if expected - set(results):
-                record["review"].append("the run ended before every case was evaluated")
+        _collect(record, runs, run, exercises)
+        if _ended(record, runs, run, outcome, assignment, exercises):
             break
-        if outcome.end == "stopped":
-            record["status"] = "interrupted"
-            break
-        if outcome.end == "flood":
-            record["review"].append(outcome.message)
-            break
-        if outcome.end == "fatal":
-            record["status"] = "grader-error"
-            incidents.append(outcome.message)
-            break
-        where = _where(step)
-        if outcome.end in ("step-timeout", "deadline"):
-            record["status"] = "timeout"
-            incidents.append(f"{where}: {outcome.message}")
-        else:
-            if record["status"] != "timeout":
-                record["status"] = "kernel-died"
-            incidents.append(f"{where}: {_describe_exit(outcome.returncode)}")
-            if step is None:
-                tail = (run.tail or run.head).decode("utf-8", "replace").strip().splitlines()[-3:]
-                if tail:
-                    incidents.append("last output: " + " | ".join(tail)[:400])
-        if outcome.end == "deadline" or step is None:
-            break
-        if step.kind == "cell":
-            skip_cells.append(step.cell)
-        else:
-            key = (str(step.ex), str(step.case))
-            if key in results or key[0] not in exercises:
-                break  # a forged step message: do not loop on it
-            kind = "timeout" if outcome.end == "step-timeout" else "died"
-            results[key] = CaseEvent(kind)
-            # the function hung or crashed once: its other cases are not tried again
-            skipped: CaseKind = "timeout-skipped" if kind == "timeout" else "died-skipped"
-            for case in exercises[key[0]].cases:
-                results.setdefault((key[0], case.name), CaseEvent(skipped))
-        if _all_judged(results, assignment, exercises):
-            break  # every case already has a verdict: a rerun cannot change the grade
-    _check_definitions(record, plan_data["cells"], plan_data["evaluate_after"], assignment, defined)
-    if skip_cells:
-        record["notes"].append(f"cells {skip_cells} were skipped after they hung or crashed the process")
-    if protocol_problems:
-        record["review"].append(f"{protocol_problems} malformed messages on the grader's channel")
-    if out_of_order:
+
+
+def _collect(record: dict, runs: _Runs, run: Run, exercises: dict[str, Exercise]) -> None:
+    """What one run reported: its output, the cases' events, the cells' errors."""
+    runs.protocol_problems += run.bad_lines
+    runs.out_of_order += run.out_of_order + run.forged
+    runs.incidents += run.cleanup
+    record["output"] = {
+        "bytes": run.output_bytes,
+        "head": run.head.decode("utf-8", "replace"),
+        "tail": run.tail.decode("utf-8", "replace") if run.output_bytes > OUTPUT_KEEP else "",
+    }
+    for event in run.events:
+        data = event.data
+        if event.kind is EventKind.HELLO and record["isolation"] is None:
+            record["isolation"] = data.get("isolation")
+        elif event.kind is EventKind.CASE:
+            key = (str(data.get("ex")), str(data.get("case")))
+            case_event = CaseEvent.from_event(data)
+            if key[0] in exercises and case_event is not None:
+                runs.results[key] = case_event
+                if isinstance(data.get("defined"), list):
+                    runs.defined.setdefault(key[0], set()).add(tuple(data["defined"][:2]))
+        elif event.kind is EventKind.CELL_ERROR:
+            error = {k: data.get(k) for k in ("cell", "etype", "text", "line")}
+            if error not in record["cell_errors"]:
+                record["cell_errors"].append(error)
+
+
+def _ended(
+    record: dict,
+    runs: _Runs,
+    run: Run,
+    outcome: RunOutcome,
+    assignment: Assignment,
+    exercises: dict[str, Exercise],
+) -> bool:
+    """Whether grading ends after this run; otherwise what hung or crashed is skipped next time."""
+    end, step = outcome.end, outcome.step
+    if end is RunEnd.DONE:
+        expected = {(ex, c.name) for ex in assignment.points for c in exercises[ex].cases}
+        if expected - set(runs.results):
+            record["review"].append("the run ended before every case was evaluated")
+        return True
+    if end is RunEnd.STOPPED:
+        record["status"] = Status.INTERRUPTED.value
+        return True
+    if end is RunEnd.FLOOD:
+        record["review"].append(outcome.message)
+        return True
+    if end is RunEnd.FATAL:
+        record["status"] = Status.GRADER_ERROR.value
+        runs.incidents.append(outcome.message)
+        return True
+    where = "while starting" if step is None else step.where()
+    if end in (RunEnd.STEP_TIMEOUT, RunEnd.DEADLINE):
+        record["status"] = Status.TIMEOUT.value
+        runs.incidents.append(f"{where}: {outcome.message}")
+    else:
+        if Status.parse(record["status"]) is not Status.TIMEOUT:
+            record["status"] = Status.KERNEL_DIED.value
+        runs.incidents.append(f"{where}: {_describe_exit(outcome.returncode)}")
+        if step is None:
+            tail = (run.tail or run.head).decode("utf-8", "replace").strip().splitlines()[-3:]
+            if tail:
+                runs.incidents.append("last output: " + " | ".join(tail)[:400])
+    if end is RunEnd.DEADLINE or step is None:
+        return True
+    if step.kind is StepKind.CELL:
+        runs.skip_cells.append(step.cell)
+    else:
+        key = (str(step.ex), str(step.case))
+        if key in runs.results or key[0] not in exercises:
+            return True  # a forged step message: do not loop on it
+        hung = end is RunEnd.STEP_TIMEOUT
+        runs.results[key] = CaseEvent(CaseKind.TIMEOUT if hung else CaseKind.DIED)
+        # the function hung or crashed once: its other cases are not tried again
+        skipped = CaseKind.TIMEOUT_SKIPPED if hung else CaseKind.DIED_SKIPPED
+        for case in exercises[key[0]].cases:
+            runs.results.setdefault((key[0], case.name), CaseEvent(skipped))
+    return _all_judged(runs.results, assignment, exercises)  # a rerun could not change the grade
+
+
+def _summarise(record: dict, runs: _Runs) -> None:
+    """What the runs leave in the record besides the cases: skipped cells, the channel's problems."""
+    if runs.skip_cells:
+        record["notes"].append(f"cells {runs.skip_cells} were skipped after they hung or crashed the process")
+    if runs.protocol_problems:
+        record["review"].append(f"{runs.protocol_problems} malformed messages on the grader's channel")
+    if runs.out_of_order:
         record["review"].append(
-            f"{out_of_order} messages on the grader's channel came where the harness sends none "
+            f"{runs.out_of_order} messages on the grader's channel came where the harness sends none "
             "(written by the submission's code): ignored"
         )
-    record["incidents"] = incidents
-    return finish(record, assignment, exercises, results, settings, started)
+    record["incidents"] = runs.incidents
 
 
 def _check_definitions(
-    record: dict, cells: list, evaluate_after: dict, assignment: Assignment, defined: dict
+    record: dict,
+    cells: list,
+    evaluate_after: dict,
+    assignment: Assignment,
+    defined: dict,
+    reader: NotebookReader | None = None,
+    seconds: float = 30.0,
 ) -> None:
     """Check the code that actually defined each evaluated function (issue 24).
 
     The learner's process reports, with each case, the file name and first line of
     the evaluated function's code object. A function defined in another cell than
     the one the plan checked (a later redefinition, moved metadata) has that cell
-    read by the forbidden-call check too; one whose code was not written in a
-    cell (``exec`` of a string, a library's function bound to the name, a code
-    object built at run time) is flagged for review.
+    read by the forbidden-call check too, in the notebook reader (``reader``; by
+    default one started for this check), within ``seconds``; one whose code was not
+    written in a cell (``exec`` of a string, a library's function bound to the name,
+    a code object built at run time) is flagged for review.
     """
     checked = record.setdefault("forbidden", {})
     for ex_id, places in defined.items():
@@ -232,11 +342,46 @@ def _check_definitions(
             if ex_id in evaluate_after.get(str(index), []):
                 continue  # the answer cell: read when the plan was built
             if names and any(i == index for i, _ in cells):
-                found = forbidden_at(cells, index, names, record["review"], ex_id)
+                found = _forbidden_at(record, reader, cells, index, names, ex_id, seconds)
                 if found:
                     checked[ex_id] = sorted(set(checked.get(ex_id, [])) | set(found))
     if not checked:
         record.pop("forbidden")
+
+
+def _forbidden_at(record: dict, reader, cells: list, index: int, names, ex_id: str, seconds: float) -> list:
+    """The forbidden names cell ``index`` uses, read in the worker; a failed read asks for review."""
+    if reader is None:
+        with NotebookReader() as own:
+            return _forbidden_at(record, own, cells, index, names, ex_id, seconds)
+    try:
+        found, review = reader.forbidden_at(cells, index, names, ex_id, seconds)
+    except ReadFailed as exc:
+        record["review"].append(
+            f"{ex_id}: the forbidden-call check could not read the cells up to cell {index} ({exc}): "
+            "read them"
+        )
+        return []
+    record["review"] += review
+    return found
+
+
+def labels_for(record: dict, labels: dict[str, dict]) -> dict[str, dict]:
+    """The entries of ``labels`` (:attr:`~coursetools.grade.parse_worker.Reading.labels`) for the
+    cells that ``record`` names (:func:`named_cells`), in notebook order."""
+    wanted = named_cells(record)
+    return {index: label for index, label in labels.items() if index in wanted}
+
+
+def named_cells(record: dict) -> set[str]:
+    """The notebook indices of the cells ``record`` names: its cell errors, and the cells its
+    incidents and notes refer to (``cell 4: ...``, ``cells [4, 7] were skipped``)."""
+    wanted = {str(e.get("cell")) for e in record.get("cell_errors") or [] if isinstance(e, dict)}
+    for text in list(record.get("incidents") or []) + list(record.get("notes") or []):
+        wanted.update(CELL_REF.findall(str(text)))
+        wanted.update(n for group in re.findall(r"cells \[([\d, ]+)\]", str(text)) for n in group.split(", "))
+    wanted.discard("None")
+    return wanted
 
 
 def _all_judged(results: dict, assignment: Assignment, exercises: dict[str, Exercise]) -> bool:
@@ -244,15 +389,6 @@ def _all_judged(results: dict, assignment: Assignment, exercises: dict[str, Exer
     for ex_id in assignment.points:
         for case in exercises[ex_id].cases:
             event = results.get((ex_id, case.name))
-            if event is None or event.kind in ("not-attempted", "missing"):
+            if event is None or event.kind in (CaseKind.NOT_ATTEMPTED, CaseKind.MISSING):
                 return False
     return True
-
-
-def _where(step: Step | None) -> str:
-    return "while starting" if step is None else step.where()
-
-
-# Verdicts compute references in the grader's process, from several job threads. A
-# reference or a case may draw from (or seed) a global random generator, or import a
-# part of torch lazily (two threads doing that at once fail): one verdict at a time, with

@@ -1,6 +1,9 @@
 """Verdicts: from what the harness reported about each case to the record's scores.
 
-Runs in the grader's process only; the learner's code never reaches it.
+Runs in the grader's process only; the learner's code never reaches it. A case's
+verdict is a :class:`~attnlib.checks.core.CaseResult` whose status is the word of a
+:class:`~coursetools.grade.record.CaseStatus`; what the harness reported is a
+:class:`~coursetools.grade.events.CaseEvent` of a :class:`~coursetools.grade.events.CaseKind`.
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ from attnlib.checks.core import (
     judge_case,
     judge_error,
 )
-from coursetools.grade.events import CaseEvent
+from coursetools.grade.events import CaseEvent, CaseKind
+from coursetools.grade.record import CaseStatus, Status
 from coursetools.grade.wire import WireError, decode
 
+ERROR = CaseStatus.ERROR.value  # a CaseResult's status is the plain word (it is stored as JSON)
 
-def _case_dict(result: CaseResult) -> dict:
-    return asdict(result)
-
-
+# Verdicts compute references in the grader's process, from several job threads. A
+# reference or a case may draw from (or seed) a global random generator, or import a
+# part of torch lazily (two threads doing that at once fail): one verdict at a time, with
 # torch's and NumPy's global generators saved and restored around it, so that no verdict
 # depends on another thread's timing.
 _JUDGE_LOCK = threading.RLock()
@@ -57,84 +61,77 @@ def one_at_a_time() -> Iterator[None]:
 
 
 def _judge(exercise: Exercise, case, event: CaseEvent, settings) -> CaseResult | None:
-    kind = event.kind
+    kind = CaseKind(event.kind)
     try:
-        if kind == "value":
+        if kind is CaseKind.VALUE:
             try:
                 got = decode(event.value)
             except WireError as exc:
                 return CaseResult(
-                    case.name, "error", f"the output could not be read: {exc}", hidden=case.hidden
+                    case.name, ERROR, f"the output could not be read: {exc}", hidden=case.hidden
                 )
             return judge_case(exercise, case, got)
-        if kind == "not-attempted":
-            return CaseResult(case.name, "not-attempted", "not attempted yet", hidden=case.hidden)
-        if kind == "missing":
+        if kind is CaseKind.NOT_ATTEMPTED:
+            return CaseResult(
+                case.name, CaseStatus.NOT_ATTEMPTED.value, "not attempted yet", hidden=case.hidden
+            )
+        if kind is CaseKind.MISSING:
             return CaseResult(
                 case.name,
-                "error",
+                ERROR,
                 event.text,
                 hint=f"define {exercise.function}() in the answer cell, with the name given in the exercise",
                 hidden=case.hidden,
             )
-        if kind == "error":
+        if kind is CaseKind.ERROR:
             return judge_error(exercise, case, event.etype or "Exception", event.text)
-        if kind == "timeout":
+        if kind is CaseKind.TIMEOUT:
             return CaseResult(
                 case.name,
-                "error",
+                ERROR,
                 f"did not finish within {settings.timeout_cell:g} s",
                 hint="look for a loop that never ends, or work that grows much faster than the input",
                 hidden=case.hidden,
             )
-        if kind in ("timeout-skipped", "died-skipped"):
-            what = "did not finish" if kind == "timeout-skipped" else "crashed the process"
+        if kind in (CaseKind.TIMEOUT_SKIPPED, CaseKind.DIED_SKIPPED):
+            what = "did not finish" if kind is CaseKind.TIMEOUT_SKIPPED else "crashed the process"
             return CaseResult(
                 case.name,
-                "error",
+                ERROR,
                 f"not run: an earlier case of this exercise {what}",
                 hidden=case.hidden,
             )
-        if kind == "died":
+        if kind is CaseKind.DIED:
             return CaseResult(
                 case.name,
-                "error",
+                ERROR,
                 "the process died while running this case (os._exit, a crash, or the memory limit)",
                 hint="run the function on the case's inputs in a fresh kernel",
                 hidden=case.hidden,
             )
     except Exception as exc:  # noqa: BLE001 - a verdict must never crash the grader
         return CaseResult(
-            case.name, "error", f"could not be judged: {type(exc).__name__}: {exc}"[:300], hidden=case.hidden
+            case.name, ERROR, f"could not be judged: {type(exc).__name__}: {exc}"[:300], hidden=case.hidden
         )
     return None
 
 
-def finish(record, assignment, exercises, results, settings, started) -> dict:
+def finish(record: dict, assignment, exercises, results, settings, started: float) -> dict:
+    """Step 4 of :func:`coursetools.grade.runner.grade_submission`: judge every case and complete
+    ``record`` (its exercises, ``total``, ``max``, ``seconds``; ``graded`` becomes ``needs-review``
+    when a reason to review was found). ``results``: ``{(exercise, case): CaseEvent}``."""
+    status = Status.parse(record["status"])
+    readable = status is not Status.UNREADABLE
     total = 0.0
-    complete = record["status"] != "unreadable"
+    complete = readable
     for ex_id, points in assignment.points.items():
         exercise = exercises[ex_id]
-        cases = []
-        banned = record.get("forbidden", {}).get(ex_id)
-        for case in exercise.cases:
-            if banned and record["status"] != "unreadable":
-                # the answer cell uses a call that already implements the exercise: 0 points
-                verdict = CaseResult(
-                    case.name,
-                    "failed",
-                    forbidden_message(banned),
-                    FORBIDDEN_MISCONCEPTION,
-                    "write the computation with basic operations (matrix products, exp, sums, max).",
-                    case.hidden,
-                )
-            else:
-                verdict = judge(exercise, case, results.get((ex_id, case.name)), settings)
-            cases.append(None if verdict is None else _case_dict(verdict))
-        judged = [c for c in cases if c is not None]
+        banned = record.get("forbidden", {}).get(ex_id) if readable else None
+        verdicts = [_verdict(exercise, ex_id, case, banned, results, settings) for case in exercise.cases]
         score = None
-        if record["status"] != "unreadable" and len(judged) == len(cases):
-            score = round(points * sum(c["status"] == "passed" for c in judged) / len(cases), 6)
+        if readable and all(v is not None for v in verdicts):
+            passed = sum(CaseStatus.parse(v["status"]) is CaseStatus.PASSED for v in verdicts)
+            score = round(points * passed / len(verdicts), 6)
             total += score
         else:
             complete = False
@@ -143,13 +140,33 @@ def finish(record, assignment, exercises, results, settings, started) -> dict:
             "points": points,
             "score": score,
             "cases": [
-                c if c is not None else {"case": case.name, "status": "no-verdict", "hidden": case.hidden}
-                for c, case in zip(cases, exercise.cases, strict=True)
+                v if v is not None else _no_verdict(case)
+                for v, case in zip(verdicts, exercise.cases, strict=True)
             ],
         }
     record["total"] = round(total, 6) if complete else None
     record["max"] = assignment.max_points
-    if record["status"] == "graded" and record["review"]:
-        record["status"] = "needs-review"
+    if status is Status.GRADED and record["review"]:
+        record["status"] = Status.NEEDS_REVIEW.value
     record["seconds"] = round(time.monotonic() - started, 3)
     return record
+
+
+def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settings) -> dict | None:
+    """One case's verdict as stored: 0 points when the answer uses a forbidden call (``banned``)."""
+    if banned:
+        verdict = CaseResult(
+            case.name,
+            CaseStatus.FAILED.value,
+            forbidden_message(banned),
+            FORBIDDEN_MISCONCEPTION,
+            "write the computation with basic operations (matrix products, exp, sums, max).",
+            case.hidden,
+        )
+    else:
+        verdict = judge(exercise, case, results.get((ex_id, case.name)), settings)
+    return None if verdict is None else asdict(verdict)
+
+
+def _no_verdict(case) -> dict:
+    return {"case": case.name, "status": CaseStatus.NO_VERDICT.value, "hidden": case.hidden}
