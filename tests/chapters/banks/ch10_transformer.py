@@ -169,7 +169,7 @@ def generate_one_token_at_a_time_prompt(model, prompt, max_new_tokens):
 
 # --------------------------------------------------------------------------- ex-10-4
 
-SEP = 10  # the separator's id in attnlib.chapters.tiny_lm
+SEP = 10  # the separator's id, attnlib.chapters.tiny_lm.COPY_SEP
 
 
 def _lengths(tokens):

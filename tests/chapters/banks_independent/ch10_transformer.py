@@ -221,8 +221,8 @@ def gc_token_by_token(model, prompt, max_new_tokens):
 
 
 def _copies(tokens):
-    letter = tokens < tiny_lm.SEP - 2  # ids 0..7
-    after_sep = (tokens == tiny_lm.SEP).long().cumsum(1) > 0
+    letter = tokens < tiny_lm.COPY_SEP - 2  # ids 0..7
+    after_sep = (tokens == tiny_lm.COPY_SEP).long().cumsum(1) > 0
     return letter & ~after_sep, letter & after_sep
 
 
@@ -241,7 +241,7 @@ def _read_on(tokens, *, key_shift=1, rows="second", keys="first", include_sep=Tr
         prev_any = prev_first
     key_ok = prev_first if keys == "first" else prev_any
     if not include_sep:
-        key_ok = key_ok & (tokens != tiny_lm.SEP)
+        key_ok = key_ok & (tokens != tiny_lm.COPY_SEP)
     row_ok = second if rows == "second" else first | second
     same = tokens[:, :, None] == prev_tok[:, None, :]
     return row_ok[:, :, None] & key_ok[:, None, :] & same
@@ -272,7 +272,7 @@ def rk_loop(tokens):
     out = torch.zeros(B, L, L, dtype=torch.bool)
     for b in range(B):
         row = tokens[b].tolist()
-        sep = row.index(tiny_lm.SEP)
+        sep = row.index(tiny_lm.COPY_SEP)
         first = range(1, sep)  # <bos> at 0
         second = [t for t in range(sep + 1, L) if row[t] < 8]
         for t in second:
