@@ -12,7 +12,7 @@ run and reused for every submission of that slot (starting Python and importing 
 checks costs a second or more; a request costs milliseconds). Each request carries
 its own limits: the worker sets its ``RLIMIT_CPU`` soft limit to the CPU time it
 has used plus the request's budget, and the parent waits for the answer no longer
-than the budget (plus a second's grace) and kills the worker otherwise. The
+than the budget (plus two seconds' grace) and kills the worker otherwise. The
 worker's address space is capped once, after its imports (``RLIMIT_AS``). A worker
 that was killed or died is replaced before the next request. A failed request
 raises :class:`ReadFailed`, whose message says what happened; the runner turns it
@@ -28,6 +28,7 @@ Run as ``python -m coursetools.grade.parse_worker`` (by :class:`NotebookReader` 
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import select
@@ -43,7 +44,7 @@ from coursetools.grade.paths import ROOT
 HEADER_BYTES = 8
 MAX_REPLY_BYTES = 512 << 20  # a plan holds the notebook's code (64 MiB at most) once
 START_SECONDS = 120.0  # starting a worker: Python and the checks' imports, on a loaded machine
-GRACE_SECONDS = 1.0  # past its budget: the CPU limit (SIGXCPU) has had its chance to speak
+GRACE_SECONDS = 2.0  # past its budget: the worker's CPU limit (SIGXCPU, 1 s steps) has had its chance
 LABEL_CHARS = 80
 
 
@@ -289,7 +290,7 @@ class NotebookReader:
         except subprocess.TimeoutExpired:
             return "stopped answering"
         if code < 0:
-            why = {signal.SIGXCPU: ": its CPU limit", signal.SIGKILL: ""}.get(-code, "")
+            why = ": its CPU limit" if -code == signal.SIGXCPU else ""
             try:
                 name = signal.Signals(-code).name
             except ValueError:
@@ -403,6 +404,9 @@ def _checks_without_the_core() -> None:
 
 def serve(memory_mb: int) -> None:
     """The worker: answer requests on standard input until it closes."""
+    # Ctrl-C in the grader's terminal reaches this process group too: the grader stops its
+    # workers itself (closing their input), so a reading is never cut short by it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     channel_in, channel_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)  # a stray print (nbformat, IPython) goes to standard error, not into the channel
     sys.stdout = sys.stderr
@@ -424,7 +428,7 @@ def serve(memory_mb: int) -> None:
         request = _receive(channel_in, limit=1 << 31)
         if request is None:
             return
-        budget = max(1, int(_cpu_used() + float(request.get("cpu_s", 30.0))) + 1)
+        budget = math.ceil(_cpu_used() + float(request.get("cpu_s", 30.0)))  # whole seconds
         if cpu_hard != resource.RLIM_INFINITY:
             budget = min(budget, cpu_hard)
         resource.setrlimit(resource.RLIMIT_CPU, (budget, cpu_hard))

@@ -111,7 +111,7 @@ def grade_submission(
     started = time.monotonic()
     deadline = started + settings.timeout_total
     record = _new_record(sub)
-    reading = _read(record, sub, assignment, settings, reader, deadline)
+    reading = _read(record, sub, assignment, settings, reader, deadline, stop)
     runs = _Runs()
     if reading is not None:
         plan = _plan(record, reading, assignment, exercises)
@@ -144,18 +144,27 @@ def _new_record(sub: Submission) -> dict:
 
 
 def _read(
-    record: dict, sub: Submission, assignment: Assignment, settings: Settings, reader, deadline: float
+    record: dict,
+    sub: Submission,
+    assignment: Assignment,
+    settings: Settings,
+    reader,
+    deadline: float,
+    stop: threading.Event,
 ) -> Reading | None:
     """Step 1: the notebook read and planned in the slot's worker; None when there is nothing to run
-    (the record then says why: ``unreadable``, or a grader error when no reader could start)."""
+    (the record then says why: ``unreadable``, a grader error when no reader could start, or
+    ``interrupted`` when grading was stopped while it read)."""
     try:
         reading = reader.read(sub.path, assignment, min(settings.timeout_parse, deadline - time.monotonic()))
-    except ReaderDidNotStart as exc:
-        record["status"] = Status.GRADER_ERROR.value
-        record["notes"].append(f"{exc}: nothing was run")
-        return None
-    except ReadFailed as exc:  # fail closed: a notebook the grader could not read scores nothing
-        record["status"] = Status.UNREADABLE.value
+    except ReadFailed as exc:
+        if stop.is_set():
+            status = Status.INTERRUPTED  # not the submission's doing: graded again next time
+        elif isinstance(exc, ReaderDidNotStart):
+            status = Status.GRADER_ERROR  # the grader's trouble: graded again next time
+        else:
+            status = Status.UNREADABLE  # fail closed: a notebook the grader could not read scores nothing
+        record["status"] = status.value
         record["notes"].append(f"{exc}: nothing was run")
         return None
     if reading.unreadable is not None:

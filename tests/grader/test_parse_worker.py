@@ -19,16 +19,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from coursetools.grade import batch, parse_worker, submission
-from coursetools.grade.parse_worker import NotebookReader, ReadFailed
+from attnlib.checks import get_exercise
+from coursetools.grade import batch, parse_worker, runner, submission
+from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, ReadFailed
 from coursetools.grade.record import Status
 from coursetools.grade.runner import Settings
+from coursetools.grade.submission import Submission
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
@@ -204,6 +207,56 @@ def test_bad_arguments_are_refused(assignment):
         NotebookReader(memory_mb=0)
     with pytest.raises(ReadFailed, match="no time was left"):
         NotebookReader().read(Path("x.ipynb"), assignment, 0.0)  # refused before any worker starts
+
+
+class _FailingReader:
+    """A reader whose every reading fails with ``error`` (no process)."""
+
+    def __init__(self, error: ReadFailed) -> None:
+        self.error = error
+
+    def read(self, path, assignment, seconds):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error, stopped, status",
+    [
+        (
+            ReadFailed("reading the notebook took more than 1 s: the grader stopped it"),
+            False,
+            Status.UNREADABLE,
+        ),
+        (
+            ReaderDidNotStart("the notebook reader could not start: it exited with code 1"),
+            False,
+            Status.GRADER_ERROR,
+        ),
+        (
+            ReadFailed("the notebook reader died (SIGINT) while reading this notebook"),
+            True,
+            Status.INTERRUPTED,
+        ),
+    ],
+    ids=["overrun", "no-reader", "interrupted"],
+)
+def test_a_failed_reading_scores_nothing(assignment, notebooks, tmp_path, error, stopped, status):
+    """The submission's own overrun is unreadable (final); a reader that could not start is the
+    grader's error, and a reading cut short by Ctrl-C is interrupted (both graded again by the
+    next run). None of them is scored, and the note says why."""
+    stop = threading.Event()
+    if stopped:
+        stop.set()
+    exercises = {ex_id: get_exercise(ex_id) for ex_id in assignment.points}
+    sub = Submission("s", notebooks["correct"], "digest")
+    settings = Settings(out=tmp_path, isolation="none")
+    record = runner.grade_submission(
+        sub, assignment, exercises, settings, stop=stop, reader=_FailingReader(error)
+    )
+    assert Status.parse(record["status"]) is status
+    assert record["total"] is None and record["runs"] == 0
+    assert record["notes"] == [f"{error}: nothing was run"]
+    assert Status.parse(record["status"]).final is (status is Status.UNREADABLE)
 
 
 def _settings(out: Path) -> Settings:
