@@ -61,7 +61,7 @@ def _ce(model, batch, *, shift=True, ignore_pad=False):
         logits, targets = model(batch[:, :-1]), batch[:, 1:]
     else:
         logits, targets = model(batch), batch
-    kw = {"ignore_index": tiny_lm.PAD} if ignore_pad else {}
+    kw = {"ignore_index": tiny_lm.COPY_PAD} if ignore_pad else {}
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), **kw)
 
 
