@@ -7,6 +7,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from attnlib.chapters.handouts import CacheOnlyLM, SublayersOnlyBlock
 from attnlib.chapters.tiny_lm import (
     ALPHABET,
     COPY_BOS,
@@ -33,16 +34,6 @@ def _fill(module: torch.nn.Module, seed: int, std: float = 0.3) -> torch.nn.Modu
 
 
 # --------------------------------------------------------------------------- ex-10-1 the block's forward
-
-
-class SublayersOnlyBlock(TransformerBlock):
-    """A TransformerBlock whose forward is off: the exercise wires the sublayers itself."""
-
-    def forward(self, *args, **kwargs):
-        raise RuntimeError(
-            "write the block yourself: call block.norm1, block.self_attention, "
-            "block.norm2 and block.feed_forward, not block(x)"
-        )
 
 
 def block_forward(block: TransformerBlock, x: torch.Tensor) -> torch.Tensor:
@@ -246,15 +237,6 @@ register(
 )
 
 # --------------------------------------------------------------------------- ex-10-3 cached generation
-
-
-class CacheOnlyLM(TinyDecoderLM):
-    """A TinyDecoderLM whose full forward is off: generation must go through forward_cached."""
-
-    def forward(self, *args, **kwargs):
-        raise RuntimeError(
-            "use the KV cache: call model.forward_cached(tokens, caches, offset), not model(tokens)"
-        )
 
 
 @torch.no_grad()

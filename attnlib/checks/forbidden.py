@@ -40,12 +40,15 @@ import sys
 import textwrap
 import types
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 __all__ = [
     "ATTENTION_IMPLEMENTATIONS",
+    "FAMILY_NAMES",
     "LOGSUMEXP_IMPLEMENTATIONS",
     "SCALED_SCORE_IMPLEMENTATIONS",
     "SOFTMAX_IMPLEMENTATIONS",
+    "FamilyName",
     "find_dynamic",
     "find_forbidden",
     "find_forbidden_in_cells",
@@ -133,6 +136,47 @@ LIBRARY_ROOTS = frozenset(
     "torch numpy scipy attnlib jax jaxlib tensorflow keras sklearn mlx einops functorch "
     "cupy numba paddle theano xarray pandas".split()
 )
+
+
+class FamilyName(NamedTuple):
+    """How an exercise notebook names a family (:data:`FAMILIES`) to the learner.
+
+    ``label`` is the learner's word for it ("any library softmax"),
+    ``implementations`` the constant that lists the family's calls (the family
+    leads the notebook's line when an exercise forbids that whole constant),
+    ``examples`` calls the family's rule catches, spelled as a learner writes them,
+    the least expected first (a line that names several families shows two of each).
+    """
+
+    label: str
+    implementations: tuple[str, ...]
+    examples: tuple[str, ...]
+
+
+# The learner's words for each family: coursetools/assign.py writes, in every exercise that has
+# a forbidden list, one line naming what the answer may not call (a family by its label and a
+# few examples, other entries by name); tests/chapters/test_forbidden_stated.py reads it back.
+FAMILY_NAMES = {
+    "softmax": FamilyName(
+        "softmax",
+        SOFTMAX_IMPLEMENTATIONS,
+        ("torch.softmax", "x.softmax()", "scipy.special.softmax", "attnlib.softmax"),
+    ),
+    "logsumexp": FamilyName(
+        "log-sum-exp",
+        LOGSUMEXP_IMPLEMENTATIONS,
+        ("torch.logsumexp", "np.logaddexp", "scipy.special.logsumexp"),
+    ),
+    "attention": FamilyName(
+        "attention",
+        ATTENTION_IMPLEMENTATIONS,
+        (
+            "torch.nn.functional.scaled_dot_product_attention",
+            "torch.nn.MultiheadAttention",
+            "attnlib.scaled_dot_product_attention",
+        ),
+    ),
+}
 
 # What the check cannot resolve, and so never reads as "nothing found" (issue 24): names built
 # at run time, objects rebuilt from bytes, code made or run at run time, the interpreter's

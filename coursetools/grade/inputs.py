@@ -12,141 +12,51 @@ hides ``attnlib/checks`` from its file system, see :mod:`.batch`).
 Pickle travels one way only, from the grader to the sandbox, which trusts its
 grader; what comes back is plain data (:mod:`.wire`), never unpickled.
 
-An input may be an instance of a class that a check module defines (chapter
-10 hands out a ``TransformerBlock`` whose ``forward`` is switched off). Such a
-class cannot be pickled by reference (its module is not importable in the
-sandbox), so :class:`_Pickler` ships it by value: its name, its bases and its
-methods' code objects (``marshal``), with the globals those methods read
-(builtins, modules by name, objects importable from outside the check
-modules). A function of a check module that would have to travel with it is
-refused with :class:`TypeError`: that would be part of the answer key.
+An input's class is pickled by reference, so it must be importable in the
+sandbox: the classes chapter 10 hands out (a ``TransformerBlock`` whose
+``forward`` is switched off) live in :mod:`attnlib.chapters.handouts`, not in
+a check module. Anything of a check module (a function, a class, the module)
+is refused with :class:`TypeError`: it could be part of the answer key.
 """
 
 from __future__ import annotations
 
 import base64
-import builtins
-import hashlib
 import importlib
 import io
-import marshal
 import pickle
 import types
 from typing import Any
 
 CHECK_MODULES = "attnlib.checks"
 _PROTOCOL = 5
+_CODE = (type, types.FunctionType, types.BuiltinFunctionType)  # what a check module must not ship
 
 
 def _is_check_module(name: object) -> bool:
     return isinstance(name, str) and (name == CHECK_MODULES or name.startswith(CHECK_MODULES + "."))
 
 
-def _code_names(code: types.CodeType) -> set[str]:
-    """Every global or attribute name the code object (and the code nested in it) reads."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
 class _Pickler(pickle.Pickler):
-    """A pickler that ships the check modules' classes by value and refuses their functions."""
+    """A pickler that refuses everything of a check module: its functions, classes and the module."""
 
     def reducer_override(self, obj: Any):
-        module = getattr(obj, "__module__", None)
-        if isinstance(obj, type) and _is_check_module(module):
-            return _rebuild_class, _class_spec(obj)
-        if isinstance(obj, types.FunctionType | types.BuiltinFunctionType) and _is_check_module(module):
-            raise TypeError(
-                f"a case's inputs refer to {module}.{obj.__qualname__}: the sandbox must not receive "
-                "code of a check module (it may be the answer)"
-            )
         if isinstance(obj, types.ModuleType):
             if _is_check_module(obj.__name__):
                 raise TypeError(f"a case's inputs refer to the check module {obj.__name__}")
             return importlib.import_module, (obj.__name__,)
+        module = getattr(obj, "__module__", None)
+        if isinstance(obj, _CODE) and _is_check_module(module):
+            raise TypeError(
+                f"a case's inputs refer to {module}.{obj.__qualname__}: the sandbox must not receive "
+                "code of a check module (it may be the answer; an input's class belongs in "
+                "attnlib.chapters, see attnlib.chapters.handouts)"
+            )
         return NotImplemented
 
 
-def _function_spec(func: types.FunctionType, owner: type) -> tuple:
-    """What rebuilds ``func`` in the sandbox: its code, defaults and the globals it reads."""
-    code = func.__code__
-    if code.co_freevars not in ((), ("__class__",)):
-        raise TypeError(f"{owner.__qualname__}.{func.__name__} is a closure: it cannot be shipped by value")
-    needed = {}
-    for name in sorted(_code_names(code)):
-        if name in func.__globals__:
-            needed[name] = func.__globals__[name]
-    return (
-        func.__name__,
-        func.__qualname__,
-        marshal.dumps(code),
-        func.__defaults__,
-        func.__kwdefaults__,
-        func.__doc__,
-        needed,
-        bool(code.co_freevars),
-    )
-
-
-def _class_spec(cls: type) -> tuple:
-    body: dict[str, tuple] = {}
-    for name, value in vars(cls).items():
-        if name in ("__dict__", "__weakref__", "__module__", "__qualname__"):
-            continue
-        if isinstance(value, types.FunctionType):
-            body[name] = ("function", _function_spec(value, cls))
-        elif isinstance(value, staticmethod | classmethod) and isinstance(value.__func__, types.FunctionType):
-            kind = "staticmethod" if isinstance(value, staticmethod) else "classmethod"
-            body[name] = (kind, _function_spec(value.__func__, cls))
-        elif isinstance(value, property | types.MemberDescriptorType | types.GetSetDescriptorType):
-            raise TypeError(f"{cls.__qualname__}.{name}: a descriptor cannot be shipped by value")
-        else:
-            body[name] = ("value", value)
-    digest = hashlib.sha256(repr((cls.__module__, cls.__qualname__, sorted(body))).encode()).hexdigest()
-    return (f"{cls.__module__}:{cls.__qualname__}:{digest[:16]}", cls.__name__, cls.__qualname__,
-            cls.__module__, cls.__bases__, body)  # fmt: skip
-
-
-_BUILT: dict[str, type] = {}
-
-
-def _rebuild_function(spec: tuple, cell: types.CellType | None) -> types.FunctionType:
-    name, qualname, code, defaults, kwdefaults, doc, needed, uses_class = spec
-    scope = {"__builtins__": builtins, "__name__": "coursetools.grade.inputs.shipped"}
-    scope.update(needed)
-    closure = (cell,) if uses_class else None
-    func = types.FunctionType(marshal.loads(code), scope, name, defaults, closure)
-    func.__qualname__ = qualname
-    func.__kwdefaults__ = kwdefaults
-    func.__doc__ = doc
-    return func
-
-
-def _rebuild_class(key: str, name: str, qualname: str, module: str, bases: tuple, body: dict) -> type:
-    """In the sandbox: the class a check module defines, rebuilt from :func:`_class_spec`."""
-    if key in _BUILT:
-        return _BUILT[key]
-    cell = types.CellType()
-    namespace: dict[str, Any] = {"__module__": module, "__qualname__": qualname}
-    for attr, (kind, spec) in body.items():
-        if kind == "value":
-            namespace[attr] = spec
-            continue
-        func = _rebuild_function(spec, cell)
-        namespace[attr] = {"staticmethod": staticmethod, "classmethod": classmethod}.get(kind, lambda f: f)(
-            func
-        )
-    cls = type(name, bases, namespace)
-    cell.cell_contents = cls
-    _BUILT[key] = cls
-    return cls
-
-
 def dumps(value: Any) -> bytes:
-    """``value`` pickled for the sandbox (check-module classes by value, their functions refused)."""
+    """``value`` pickled for the sandbox (anything of a check module refused)."""
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=_PROTOCOL).dump(value)
     return buffer.getvalue()

@@ -326,7 +326,7 @@ def test_a_transcript_accepts_the_harness_order_and_refuses_the_rest():
 def test_the_cases_inputs_reach_a_process_that_cannot_import_a_check_module(tmp_path):
     """Every registered case's inputs, shipped by the grader, unpickle where every
     ``attnlib.checks.chNN_*`` import fails, equal to the grader's own; a chapter 10 input whose
-    class a check module defines is rebuilt by value and behaves the same."""
+    forward is switched off (a class of attnlib.chapters.handouts) behaves the same there."""
     import subprocess
 
     from coursetools.grade import inputs
@@ -366,9 +366,13 @@ def test_the_cases_inputs_reach_a_process_that_cannot_import_a_check_module(tmp_
     assert got.pop("checks-modules") == []
     assert "write the block yourself" in got.pop("refused")
     assert got == json.loads(json.dumps(summary))
-    # a function of a check module never travels: it may be the answer
+    # nothing of a check module travels: a function may be the answer, a class may hold one
     with pytest.raises(TypeError, match="check module"):
         inputs.dumps((exercises["ex-00-1"].reference,))
+    check_class = type("Shortcut", (), {"__module__": "attnlib.checks.ch10_transformer"})
+    for shipped in (check_class, check_class(), [{"x": check_class}]):
+        with pytest.raises(TypeError, match="attnlib.checks.ch10_transformer.Shortcut"):
+            inputs.dumps(shipped)
 
 
 def test_leftovers_on_a_sandbox_uid_are_killed():
