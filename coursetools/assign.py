@@ -16,6 +16,12 @@ the same markers; the exercise notebook gets ``YOUR ANSWER HERE`` in its place
 (:mod:`coursetools.grade.manual` collects the learners' answers). A markdown cell
 with an answer region and no such metadata is refused: its answer would be handed out.
 
+An exercise whose check forbids calls (``Exercise.forbidden`` in
+``attnlib/checks/chNN_slug.py``: an answer that uses one scores 0) gets, at the
+end of its text (the markdown cell above its answer cell), one line naming them
+in the learner's words (:func:`not_allowed_line`), made here from the check's
+list so that the notebook cannot drift from what the grader flags.
+
 Every exercise notebook ends with a "check all" cell (a markdown cell, then a
 code cell calling :func:`attnlib.checks.check_all` with the notebook's
 exercises and points), generated here, never written in a solution notebook.
@@ -33,11 +39,15 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib
 import re
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import nbformat
+
+from attnlib.checks.forbidden import FAMILIES, FAMILY_NAMES, LIBRARY_ROOTS
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -54,6 +64,10 @@ The cell below runs the check of every exercise in this notebook on your
 functions as they are now, and prints a table: which pass, which fail, which
 you have not attempted yet and which are not defined (run their cells first).
 It shows no hints and uses up none of them. The grader adds hidden cases."""
+# The start of the generated line that names an exercise's forbidden calls (see not_allowed_line).
+NOT_ALLOWED = "**Not allowed in this answer**"
+# Examples shown per family when a line names several families (all of them when it names one).
+_EXAMPLES_WHEN_SEVERAL = 2
 # Metadata that nbclient and editors add and that must not leak into the exercises.
 _DROP_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
 
@@ -208,11 +222,138 @@ def check_all_cells(points: dict[str, float], with_ids: bool = True) -> list:
     return [intro, code]
 
 
-def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
+def registered_forbidden(exercise_id: str) -> tuple[str, ...]:
+    """The forbidden calls of a registered exercise (``Exercise.forbidden``); ``()`` for an unknown id.
+
+    Only the exercise's own chapter's check module is imported (:func:`attnlib.checks.get_exercise`).
+    """
+    from attnlib.checks.exercise import get_exercise
+
+    try:
+        return tuple(get_exercise(exercise_id).forbidden)
+    except KeyError:
+        return ()
+
+
+def _is_module(path: str) -> bool:
+    """True when the dotted ``path`` names an importable module (``torch.autograd``), not a function."""
+    try:
+        importlib.import_module(path)
+    except ImportError:
+        return False
+    return True
+
+
+def _in_family(entry: str, words: Sequence[str]) -> bool:
+    """True when a family of ``words`` already covers ``entry``, as the forbidden-call check reads it:
+    a library path with a part that holds a word (``attnlib.functional.masked_softmax``), or a
+    method name that holds one (``.softmax``)."""
+    if entry.startswith("."):
+        return any(word in entry[1:].lower() for word in words)
+    parts = entry.split(".")
+    return parts[0] in LIBRARY_ROOTS and any(word in part.lower() for part in parts[1:] for word in words)
+
+
+def _named_entries(entries: Sequence[str], words: Sequence[str]) -> list[str]:
+    """The learner's spelling of each entry that no named family covers, in the check's order.
+
+    attnlib's spellings of one function (``attnlib.scores.additive_scores``,
+    ``attnlib.additive_scores``, its ``attnlib.numpy`` twin: the check forbids them
+    together) are named once, by the top-level name when the list holds it."""
+    shown: dict[str, str] = {}
+    for entry in entries:
+        if entry.startswith("~") or _in_family(entry, words):
+            continue
+        if entry.endswith("()"):
+            shown[entry] = f"calling `{entry[:-2]}(...)`"
+        elif entry.startswith("."):
+            shown[entry] = f"any `{entry}(...)`"
+        elif _is_module(entry):
+            shown[entry] = f"anything in `{entry}`"
+        elif entry.startswith("attnlib."):
+            key = "attnlib twin " + entry.rsplit(".", 1)[-1]
+            top = "attnlib." + entry.rsplit(".", 1)[-1]
+            shown.setdefault(key, f"`{top if top in entries else entry}`")
+        else:
+            shown[entry] = f"`{entry}`"
+    return list(shown.values())
+
+
+def not_allowed_line(forbidden: Sequence[str]) -> str | None:
+    """The line an exercise's text gets for its forbidden calls; None when there are none.
+
+    A family (``"~softmax"``, :data:`attnlib.checks.forbidden.FAMILY_NAMES`) is
+    named by its label with a few of the calls it catches; the families whose
+    whole constant the list holds come first (``ex-04-2``, a log-sum-exp, leads
+    with the log-sum-exp). Every other entry is named as the learner would write
+    it. The line names calls only, never how to write the answer.
+    """
+    entries = [str(entry).strip() for entry in forbidden if str(entry).strip()]
+    if not entries:
+        return None
+    order = list(FAMILY_NAMES)
+    families = [name for name in order if f"~{name}" in entries]
+    families.sort(
+        key=lambda name: (not set(FAMILY_NAMES[name].implementations) <= set(entries), order.index(name))
+    )
+    items = []
+    if families:
+        count = None if len(families) == 1 else _EXAMPLES_WHEN_SEVERAL
+        phrases = []
+        for name in families:
+            examples = ", ".join(f"`{call}`" for call in FAMILY_NAMES[name].examples[:count])
+            phrases.append(f"{FAMILY_NAMES[name].label} ({examples}, ...)")
+        joined = phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} or {phrases[-1]}"
+        items.append(f"any library {joined}")
+    named = _named_entries(entries, [word for name in families for word in FAMILIES[name]])
+    if named:
+        items.append(", ".join(named))
+    # the families' examples hold commas: a semicolon parts them from the other names
+    return f"{NOT_ALLOWED} (an answer that uses one scores 0): {'; '.join(items)}."
+
+
+def _exercise_text_cell(nb: nbformat.NotebookNode, index: int, where: str):
+    """The markdown cell that states the exercise whose answer cell is ``nb.cells[index]``: the
+    nearest one above it, before any other exercise's or check's cell."""
+    for cell in reversed(nb.cells[:index]):
+        meta = exercise_meta(cell)
+        if cell.cell_type == "markdown" and not meta:
+            return cell
+        if "exercise" in meta or "check" in meta:
+            break
+    raise AssignError(
+        f"{where}: exercise {exercise_meta(nb.cells[index])['exercise']!r} forbids calls "
+        "but has no markdown text above its answer cell to state them in"
+    )
+
+
+def _state_forbidden(
+    nb: nbformat.NotebookNode, forbidden_of: Callable[[str], Sequence[str]], name: str
+) -> None:
+    """Append :func:`not_allowed_line` to the text of every exercise that has forbidden calls."""
+    for index, cell in enumerate(nb.cells):
+        ex_id = exercise_meta(cell).get("exercise") if cell.cell_type == "code" else None
+        line = not_allowed_line(forbidden_of(ex_id)) if ex_id else None
+        if line is None:
+            continue
+        text = _exercise_text_cell(nb, index, f"{name}, cell {index}")
+        text.source = f"{text.source.rstrip()}\n\n{line}"
+
+
+def make_exercise(
+    solution: nbformat.NotebookNode,
+    name: str = "notebook",
+    forbidden_of: Callable[[str], Sequence[str]] = registered_forbidden,
+) -> nbformat.NotebookNode:
     """Return the exercise version of a solution notebook (the input is not modified).
 
+    ``forbidden_of`` gives an exercise's forbidden calls (default: its check's
+    list); the exercise's text gets a line naming them (:func:`not_allowed_line`).
+
     Raises :class:`AssignError` when an answer region sits in a cell without an
-    exercise id, an id is malformed or used twice, or the markers are unbalanced.
+    exercise id, an id is malformed or used twice, the markers are unbalanced,
+    a solution already holds the generated line, or an exercise with forbidden
+    calls has no markdown text above its answer cell.
     """
     nb = copy.deepcopy(solution)
     seen: set[str] = set()
@@ -224,6 +365,10 @@ def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nb
         if exercise_meta(cell).get("check") == CHECK_ALL or cell.get("id") in CHECK_ALL_IDS:
             raise AssignError(f"{where}: the check-all cells are generated by assign, not kept in solutions")
         if cell.cell_type == "markdown":
+            if NOT_ALLOWED in cell.source:
+                raise AssignError(
+                    f"{where}: the line {NOT_ALLOWED!r} is generated by assign, not kept in solutions"
+                )
             _written_question(cell, where, questions)
             continue
         if cell.cell_type != "code":
@@ -239,6 +384,7 @@ def make_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> nb
             continue
         _check_answer_cell(where, "exercise", ex_id, EXERCISE_ID, "ex-NN-k", meta, has_region, seen)
         cell.source = strip_solution(cell.source, ex_id, where)
+    _state_forbidden(nb, forbidden_of, name)
     if seen:
         with_ids = bool(nb.cells) and all("id" in cell for cell in nb.cells)
         nb.cells.extend(check_all_cells(exercise_ids(nb), with_ids=with_ids))

@@ -105,7 +105,9 @@ def _nb(*cells):
     return nb
 
 
-def _answer_cell(source, ex_id="ex-01-1", points=2):
+def _answer_cell(source, ex_id="ex-00-1", points=2):
+    """An answer cell; its default exercise forbids no call, so the generator needs no text above it
+    (tests/chapters/test_forbidden_stated.py covers the line it writes for a forbidden list)."""
     return nbformat.v4.new_code_cell(source, metadata={"attnlib": {"exercise": ex_id, "points": points}})
 
 
@@ -116,11 +118,11 @@ def test_strip_keeps_indentation_and_signature():
         "def f(x):",
         "    y = 1",
         "    # YOUR CODE HERE",
-        '    raise NotImplementedError("ex-01-1: replace this line with your answer")',
+        '    raise NotImplementedError("ex-00-1: replace this line with your answer")',
     ]
     ns = {}
     exec(out, ns)
-    with pytest.raises(NotImplementedError, match="ex-01-1"):
+    with pytest.raises(NotImplementedError, match="ex-00-1"):
         ns["f"](1)
 
 
