@@ -267,7 +267,7 @@ def _named_entries(entries: Sequence[str], words: Sequence[str]) -> list[str]:
         if entry.endswith("()"):
             shown[entry] = f"calling `{entry[:-2]}(...)`"
         elif entry.startswith("."):
-            shown[entry] = f"any `{entry}(...)`"
+            shown[entry] = f"any `{entry}(...)` method"
         elif _is_module(entry):
             shown[entry] = f"anything in `{entry}`"
         elif entry.startswith("attnlib."):

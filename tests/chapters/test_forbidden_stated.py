@@ -321,8 +321,8 @@ def test_the_generator_refuses_a_solution_that_holds_the_line():
         ),
         (
             ("module()", ".forward", "torch.autograd"),
-            f"{MARKER} (an answer that uses one scores 0): calling `module(...)`, any `.forward(...)`, "
-            "anything in `torch.autograd`.",
+            f"{MARKER} (an answer that uses one scores 0): calling `module(...)`, "
+            "any `.forward(...)` method, anything in `torch.autograd`.",
         ),
     ],
 )
