@@ -512,14 +512,6 @@ class _Dynamic(_Finder):
     def __init__(self):
         super().__init__(DYNAMIC_LOOKUPS)
 
-    def _star_family(self, module: str, name: str) -> bool:
-        """True when ``name``, after ``from module import *``, is a forbidden family's member of a
-        library (``from numpy import *`` then ``logaddexp``): a name the module has, or any such
-        name when the module is not imported here to ask (failing closed)."""
-        if not (self.families and module.split(".")[0] in LIBRARY_ROOTS and self._family(name)):
-            return False
-        return module not in sys.modules or _lookup(f"{module}.{name}") is not None
-
     def _match(self, path: str | None) -> None:
         # every part of a path, so that "sys.modules" is found in sys.modules["x"].y
         if path:
