@@ -494,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     notebook = None
     if args.assignment:
-        from coursetools.grade.gradescope import ROOT, grader_module
+        from coursetools.grade.gradescope import grader_module
+        from coursetools.grade.paths import ROOT
 
         notebook = Path(grader_module("submission").resolve_assignment(args.assignment, ROOT))
     path = write_report(args.out, notebook.stem if notebook else "", notebook)

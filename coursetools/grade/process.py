@@ -19,9 +19,9 @@ from pathlib import Path
 
 from coursetools.grade import sandbox
 from coursetools.grade.events import Event, EventKind, RunEnd, RunOutcome, RunPlan, Step, Transcript
+from coursetools.grade.paths import ROOT
 from coursetools.grade.wire import check_line
 
-ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEEP = 8192
 MAX_EVENT_BYTES = 256 << 20  # everything one run may send on the channel
 MAX_LINE_BYTES = 100 << 20  # one message: a 64 MB array in base64, and room to spare

@@ -39,7 +39,8 @@ from coursetools.grade.events import (
 )
 from coursetools.grade.inputs import ship
 from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, ReadFailed, Reading
-from coursetools.grade.process import OUTPUT_KEEP, ROOT, Run, _describe_exit, base_env
+from coursetools.grade.paths import ROOT
+from coursetools.grade.process import OUTPUT_KEEP, Run, _describe_exit, base_env
 from coursetools.grade.record import Status
 from coursetools.grade.report import CELL_REF
 from coursetools.grade.submission import Assignment, Submission
