@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from coursetools.grade.gradescope import grader_module
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
 import fake_class  # noqa: E402
+from helpers_chromium import chromium_or_skip, headless_chromium  # noqa: E402
 
 STEM = "00-how-to-use"
 
@@ -184,52 +183,10 @@ def test_the_report_is_self_contained_and_accessible(report):
 # --------------------------------------------------------------------------- in Chromium
 
 
-def _find(candidates, name):
-    for path in candidates:
-        if Path(path).is_file():
-            return path
-    return shutil.which(name)
-
-
 @pytest.fixture(scope="module")
 def browser():
-    chromium = _find(("/usr/bin/chromium", "/usr/bin/chromium-browser"), "chromium")
-    chromedriver = _find(("/usr/bin/chromedriver",), "chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip(
-            "browser test skipped: Debian's Chromium and chromedriver are not installed "
-            f"(chromium: {chromium}, chromedriver: {chromedriver}); "
-            "install them with `apt-get install chromium chromium-driver`"
-        )
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="browser test skipped: the selenium package is not installed in .venv"
-    )
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    profile = tempfile.mkdtemp(prefix="class-report-chromium-")
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-dev-shm-usage",
-        "--hide-scrollbars",
-        "--window-size=1280,900",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with headless_chromium(*chromium_or_skip(), "class-report-chromium-") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.mark.grader

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import tempfile
 import threading
 import time
 import warnings
@@ -32,65 +31,18 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from helpers_chromium import chromium_or_skip, headless_chromium
 from test_launch import branch_of, find_repository, notebook_entries, toc_entries
 
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
-CHROMEDRIVER_CANDIDATES = ("/usr/bin/chromedriver",)
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-    "--window-size=1280,900",
-)
 # The repository the session's build finds (the same environment): its buttons, or none.
 REPOSITORY = find_repository(ROOT, branch_of(ROOT))
 PAGES = toc_entries(ROOT)  # read once, at collection: chapters may land while the tests run
 MAX_SCREENSHOT_HEIGHT = 24000  # px; longer pages are cut there
 MATH_TIMEOUT = 30  # s
-
-
-def _find(candidates, name):
-    for path in candidates:
-        if Path(path).is_file():
-            return path
-    return shutil.which(name)
-
-
-def chromium_paths() -> tuple[str | None, str | None]:
-    """(chromium, chromedriver): Debian's, else whatever is on PATH; None where missing."""
-    return _find(CHROMIUM_CANDIDATES, "chromium"), _find(CHROMEDRIVER_CANDIDATES, "chromedriver")
-
-
-@contextmanager
-def headless_chromium(chromium: str, chromedriver: str, prefix: str = "course-chromium-"):
-    """A headless Chromium driven by selenium, with a fresh profile folder removed afterwards."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    profile = tempfile.mkdtemp(prefix=prefix)
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -113,17 +65,7 @@ def served(html: Path):
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium, chromedriver = chromium_paths()
-    if not chromium or not chromedriver:
-        pytest.skip(
-            "browser test skipped: Debian's Chromium and chromedriver are not installed "
-            f"(chromium: {chromium}, chromedriver: {chromedriver}); "
-            "install them with `apt-get install chromium chromium-driver` (.ci/run does this)"
-        )
-    pytest.importorskip(
-        "selenium.webdriver", reason="browser test skipped: the selenium package is not installed in .venv"
-    )
-    with headless_chromium(chromium, chromedriver) as driver:
+    with headless_chromium(*chromium_or_skip()) as driver:
         yield driver
 
 

@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import course_icons  # noqa: E402
 
 sys.path.pop(0)
+if str(ROOT / "tests") not in sys.path:  # run as a script: helpers_chromium lives in tests/
+    sys.path.append(str(ROOT / "tests"))
 from test_browser import PAGES, browser, site  # noqa: E402,F401 (fixtures)
 
 ARTIFACTS = ROOT / "test-artifacts" / "site-checks"
@@ -290,7 +292,8 @@ def test_first_visit_weight(entry, browser, site, _weight_results, _served_cmaps
 
 def main(argv: list[str]) -> int:
     """Measure a built site folder: python tests/site/test_page_weight.py HTML [OUT.json]."""
-    from test_browser import chromium_paths, headless_chromium, served
+    from helpers_chromium import chromium_paths, headless_chromium
+    from test_browser import served
 
     html = Path(argv[0]).resolve()
     results = {}
