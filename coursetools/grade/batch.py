@@ -165,7 +165,7 @@ def safe_keys(subs: list[Submission]) -> None:
         sub.student = key
 
 
-def cell_labels(record: dict, path: Path, seconds: float = 30.0) -> dict[str, dict]:
+def cell_labels(record: Record, path: Path, seconds: float = 30.0) -> dict[str, dict]:
     """``{notebook index: {"number": n, "first": line}}`` for the cells a record names: the
     number of the cell among the notebook's code cells (from 1) and its first line, as the
     learner sees it in Jupyter (the grader's indices count every cell from 0). The notebook is
@@ -347,27 +347,25 @@ class GradingSession:
 
 
 class _Gradebook:
-    """The class's records while grading, kept in step with their typed form, and ``grades.csv``
-    rewritten from them at most once per :data:`GRADEBOOK_EVERY` seconds (a class of a thousand
-    is not rewritten a thousand times; :func:`coursetools.grade.publish.publish` writes the last)."""
+    """The class's records while grading, and ``grades.csv`` rewritten from them at most once per
+    :data:`GRADEBOOK_EVERY` seconds (a class of a thousand is not rewritten a thousand times;
+    :func:`coursetools.grade.publish.publish` writes the last)."""
 
     def __init__(self, out: Path, info: scores.ClassInfo, sources: scores.Sources, progress) -> None:
         self.out, self.info, self.sources, self.progress = out, info, sources, progress
-        self.records: dict[str, dict] = {}
-        self.typed: dict[str, Record] = {}
+        self.records: dict[str, Record] = {}
         self.lock = threading.Lock()
         self._written = 0.0
 
-    def put(self, record: dict) -> None:
-        self.records[record["student"]] = record
-        self.typed[record["student"]] = Record.from_dict(record)
+    def put(self, record: Record) -> None:
+        self.records[record.student] = record
 
     def write_csv(self, every: float = 0.0) -> None:
         if time.monotonic() - self._written >= every:
-            report.write_gradebook(self.out, scores.build(self.info, self.typed, self.sources))
+            report.write_gradebook(self.out, scores.build(self.info, self.records, self.sources))
             self._written = time.monotonic()
 
-    def finished(self, record: dict) -> None:
+    def finished(self, record: Record) -> None:
         """One more submission graded (called from a job thread)."""
         with self.lock:
             self.put(record)
@@ -383,9 +381,10 @@ def _kept_or_pending(
     unchanged is kept, unless ``force``; the others pending); return the submissions to grade."""
     todo = []
     for sub in subs:
-        old = None if force else report.load_record(out, sub.student)
-        kept = old is not None and Status.parse(old.get("status")).final
-        if kept and old.get("digest") == sub.digest and old.get("assignment") == assignment.digest:
+        stored = None if force else report.load_record(out, sub.student)
+        old = Record.from_dict(stored) if stored is not None else None
+        kept = old is not None and old.status.final
+        if kept and old.digest == sub.digest and old.assignment == assignment.digest:
             book.put(old)
         else:
             book.put(report.pending_record(sub.student, str(sub.path), assignment.points))
@@ -400,7 +399,7 @@ def _grade_one(
     assignment: Assignment,
     exercises: dict,
     book: _Gradebook,
-) -> dict:
+) -> Record:
     """Grade one submission in job slot ``slot`` and write what the learner reads; a failure of
     the grader itself gives a ``grader-error`` record (one submission never stops the class)."""
     try:
@@ -415,14 +414,15 @@ def _grade_one(
             session.groups[slot] if session.groups else None,
             session.readers[slot],
         )
-        if Status.parse(record.get("status")) is not Status.INTERRUPTED:
-            graded = scores.build(book.info, {sub.student: Record.from_dict(record)}, book.sources)
+        if record.status is not Status.INTERRUPTED:
+            graded = scores.build(book.info, {sub.student: record}, book.sources)
             publish.write_learner(book.out, graded.by_student()[sub.student], graded)
             report.write_record(book.out, record)
     except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
         record = report.pending_record(sub.student, str(sub.path), assignment.points)
-        record.update(status=Status.GRADER_ERROR.value, incidents=[f"{type(exc).__name__}: {exc}"[:300]])
-        record["digest"] = sub.digest
+        record.status = Status.GRADER_ERROR
+        record.incidents = [f"{type(exc).__name__}: {exc}"[:300]]
+        record.digest = sub.digest
     return record
 
 
@@ -456,7 +456,8 @@ def grade(
     show_hidden_inputs: bool = False,
     overrides_csv: Path | None = None,
 ) -> list[dict]:
-    """Grade ``submissions`` against the exercise notebook ``assignment_spec``; return the records.
+    """Grade ``submissions`` against the exercise notebook ``assignment_spec``; return the records
+    (each as the JSON object of its ``record.json``, :meth:`Record.to_dict`).
 
     Writes ``out/grades.csv`` (first with every student pending, then after
     each finished student), ``out/feedback/<student>.md`` and
@@ -493,7 +494,7 @@ def grade(
     given = settings if settings is not None else Settings(out=out)
     with GradingSession(given, submissions, out, jobs, len(todo), zygotes) as session:
 
-        def grade_one(sub: Submission, slot: int) -> dict:
+        def grade_one(sub: Submission, slot: int) -> Record:
             return _grade_one(sub, slot, session, assignment, exercises, book)
 
         try:
@@ -513,4 +514,4 @@ def grade(
             settings.isolation, settings.uid_base, jobs, session.memory_kind, needed_paths(settings.python)
         )
         print(report.summary(published, isolation, time.monotonic() - started), flush=True)
-    return [book.records[s.student] for s in subs]
+    return [book.records[s.student].to_dict() for s in subs]

@@ -271,7 +271,7 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
         )
     status = record.status
     summary = [f"status: {status.value} ({status.meaning})"]
-    summary += [f"- {visible(text)}" for text in record.incidents]
+    summary += [f"- {visible(text)}" for text in record.incidents or []]
     if status is Status.UNREADABLE:
         summary += [f"- {visible(text)}" for text in record.notes]
     score = grade.total

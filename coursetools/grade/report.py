@@ -24,7 +24,7 @@ from pathlib import Path
 
 from coursetools.grade.escape import csv_cell, md_block, md_code, terminal, visible
 from coursetools.grade.paths import Out
-from coursetools.grade.record import CaseStatus, Record, Status, number
+from coursetools.grade.record import CaseStatus, ExerciseResult, Record, Status, number
 
 RECORD = "record.json"
 STATUS_MEANING = {status.value: status.meaning for status in Status}
@@ -56,31 +56,28 @@ def load_record(out: Path, student: str) -> dict | None:
     return record if isinstance(record, dict) and record.get("student") == student else None
 
 
-def write_record(out: Path, record: dict) -> None:
-    """The grader's record (written last for a learner: it marks the learner finished)."""
-    atomic_write(Out(Path(out)).record(record["student"]), json.dumps(record, indent=1) + "\n")
+def write_record(out: Path, record: Record) -> None:
+    """The grader's record as ``record.json`` (written last for a learner: it marks the learner
+    finished)."""
+    atomic_write(Out(Path(out)).record(record.student), json.dumps(record.to_dict(), indent=1) + "\n")
 
 
-def pending_record(student: str, file: str, assignment_points: dict[str, float]) -> dict:
-    return {
-        "student": student,
-        "file": file,
-        "status": Status.NOT_GRADED.value,
-        "exercises": {k: {"points": v, "score": None, "cases": []} for k, v in assignment_points.items()},
-        "total": None,
-        "max": float(sum(assignment_points.values())),
-        "notes": [],
-        "review": [],
-        "incidents": [],
-    }
+def pending_record(student: str, file: str, assignment_points: dict[str, float]) -> Record:
+    """The record of a learner not graded yet: every exercise unscored (``runs`` is None)."""
+    return Record(
+        student,
+        file,
+        exercises={k: ExerciseResult(k, v, None) for k, v in assignment_points.items()},
+        max=float(sum(assignment_points.values())),
+    )
 
 
 def short_notes(record: Record) -> str:
     """The gradebook's ``notes``: incidents and review reasons, cells named as the learner sees them."""
-    parts = list(record.incidents) + list(record.review)
+    parts = list(record.incidents or []) + list(record.review)
     if record.status is Status.UNREADABLE:
         parts += record.notes
-    return "; ".join(relabel(parts, record.raw.get("cell_labels", {})))[:300]
+    return "; ".join(relabel(parts, record.cell_labels))[:300]
 
 
 # --------------------------------------------------------------------------- the gradebook
@@ -220,7 +217,7 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
     from coursetools.grade.scores import describe
 
     record = grade.record
-    labels = record.raw.get("cell_labels", {})
+    labels = record.cell_labels
     lines = [f"# Feedback: {visible(assignment_name)}", "", f"Student: {md_code(record.student)}", ""]
     status = record.status
     lines.append(f"Status: **{status.value}** ({status.meaning}).")
@@ -312,17 +309,17 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.start = time.monotonic()
 
-    def update(self, record: dict, skipped: bool = False) -> None:
+    def update(self, record: Record, skipped: bool = False) -> None:
         self.done += 1
         elapsed = time.monotonic() - self.start
         width = 24
         filled = int(width * self.done / max(self.total, 1))
         bar = "#" * filled + "-" * (width - filled)
-        score = number(record.get("total")) or "-"
-        what = "kept (already graded)" if skipped else record.get("status", "")
+        score = number(record.total) or "-"
+        what = "kept (already graded)" if skipped else record.status.value
         line = (
             f"[{bar}] {self.done}/{self.total} {elapsed:5.1f}s  "
-            f"{terminal(record['student'])}: {what} {score}/{number(record.get('max'))}"
+            f"{terminal(record.student)}: {what} {score}/{number(record.max)}"
         )
         if self.tty:
             self.stream.write("\r\x1b[K" + line[:160])

@@ -11,9 +11,9 @@ or crashed, up to ``max_runs`` times within the per-submission limit), judge it.
 4. judge: :mod:`.verdict` judges the reported outputs against the reference in the
    grader's process and completes the record.
 
-The record is the JSON object that :mod:`.report` writes as ``record.json`` and
-:class:`~coursetools.grade.record.Record` reads; its statuses are
-:class:`~coursetools.grade.record.Status` members' words.
+The record is a :class:`~coursetools.grade.record.Record` (statuses are
+:class:`~coursetools.grade.record.Status` members), turned into the JSON object of
+``record.json`` only where :mod:`.report` writes it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from coursetools.grade.inputs import ship
 from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, ReadFailed, Reading
 from coursetools.grade.paths import ROOT
 from coursetools.grade.process import OUTPUT_KEEP, Run, _describe_exit, base_env
-from coursetools.grade.record import Status
+from coursetools.grade.record import Record, Status
 from coursetools.grade.report import CELL_REF
 from coursetools.grade.submission import Assignment, Submission
 from coursetools.grade.verdict import finish, judge, one_at_a_time
@@ -97,8 +97,8 @@ def grade_submission(
     zygotes: list | None = None,
     memory_group=None,
     reader: NotebookReader | None = None,
-) -> dict:
-    """Grade one submission; return its record (the object of ``record.json``).
+) -> Record:
+    """Grade one submission; return its record (``record.json`` is its :meth:`~Record.to_dict`).
 
     ``reader``: the job slot's :class:`~coursetools.grade.parse_worker.NotebookReader`
     (by default one is started for this submission alone).
@@ -122,30 +122,19 @@ def grade_submission(
         )
         _summarise(record, runs)
     finish(record, assignment, exercises, runs.results, settings, started)
-    record["memory_group"] = memory_group.kind if memory_group is not None else None
-    record["assignment"] = assignment.digest
-    record["cell_labels"] = labels_for(record, reading.labels if reading is not None else {})
+    record.memory_group = memory_group.kind if memory_group is not None else None
+    record.assignment = assignment.digest
+    record.cell_labels = labels_for(record, reading.labels if reading is not None else {})
     return record
 
 
-def _new_record(sub: Submission) -> dict:
-    return {
-        "student": sub.student,
-        "file": str(sub.path),
-        "digest": sub.digest,
-        "status": Status.GRADED.value,
-        "notes": [],
-        "review": [],
-        "cell_errors": [],
-        "exercises": {},
-        "isolation": None,
-        "runs": 0,
-        "output": {},
-    }
+def _new_record(sub: Submission) -> Record:
+    """A graded record before the first run (``incidents`` stays None until the runs are summed up)."""
+    return Record(sub.student, str(sub.path), sub.digest, Status.GRADED, runs=0, incidents=None)
 
 
 def _read(
-    record: dict,
+    record: Record,
     sub: Submission,
     assignment: Assignment,
     settings: Settings,
@@ -165,25 +154,27 @@ def _read(
             status = Status.GRADER_ERROR  # the grader's trouble: graded again next time
         else:
             status = Status.UNREADABLE  # fail closed: a notebook the grader could not read scores nothing
-        record["status"] = status.value
-        record["notes"].append(f"{exc}: nothing was run")
+        record.status = status
+        record.notes.append(f"{exc}: nothing was run")
         return None
     if reading.unreadable is not None:
-        record["status"] = Status.UNREADABLE.value
-        record["notes"].append(reading.unreadable)
+        record.status = Status.UNREADABLE
+        record.notes.append(reading.unreadable)
         return None
     return reading
 
 
-def _plan(record: dict, reading: Reading, assignment: Assignment, exercises: dict[str, Exercise]) -> RunPlan:
+def _plan(
+    record: Record, reading: Reading, assignment: Assignment, exercises: dict[str, Exercise]
+) -> RunPlan:
     """Step 2: the run plan, with the cases' inputs made here (the sandbox never holds the answer key)."""
     plan_data = reading.plan
     with one_at_a_time():
         shipped = ship({ex_id: exercises[ex_id] for ex_id in assignment.points})
     if plan_data.get("forbidden"):  # read by the grader only, never trusted from the sandbox
-        record["forbidden"] = plan_data["forbidden"]
-    record["notes"] += reading.notes
-    record["review"] += reading.review
+        record.forbidden = plan_data["forbidden"]
+    record.notes += reading.notes
+    record.review += reading.review
     return RunPlan(
         plan_data["cells"],
         plan_data["evaluate_after"],
@@ -194,7 +185,7 @@ def _plan(record: dict, reading: Reading, assignment: Assignment, exercises: dic
 
 
 def _run(
-    record: dict,
+    record: Record,
     runs: _Runs,
     plan: RunPlan,
     assignment: Assignment,
@@ -209,9 +200,9 @@ def _run(
     """Step 3: run the plan until it ends, without what hung or crashed the previous run."""
     # under the system's temporary folder, not the output folder: an output folder below a
     # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
-    scratch = (settings.work_dir or settings.out / ".work") / f"{record['student']}"
-    while record["runs"] < settings.max_runs:
-        record["runs"] += 1
+    scratch = (settings.work_dir or settings.out / ".work") / record.student
+    while record.runs < settings.max_runs:
+        record.runs += 1
         plan.skip_cells = list(runs.skip_cells)
         plan.skip_cases = list(runs.results)
         run = Run(plan, settings, scratch, slot, deadline, stop, zygotes, memory_group)
@@ -224,20 +215,20 @@ def _run(
             break
 
 
-def _collect(record: dict, runs: _Runs, run: Run, exercises: dict[str, Exercise]) -> None:
+def _collect(record: Record, runs: _Runs, run: Run, exercises: dict[str, Exercise]) -> None:
     """What one run reported: its output, the cases' events, the cells' errors."""
     runs.protocol_problems += run.bad_lines
     runs.out_of_order += run.out_of_order + run.forged
     runs.incidents += run.cleanup
-    record["output"] = {
+    record.output = {
         "bytes": run.output_bytes,
         "head": run.head.decode("utf-8", "replace"),
         "tail": run.tail.decode("utf-8", "replace") if run.output_bytes > OUTPUT_KEEP else "",
     }
     for event in run.events:
         data = event.data
-        if event.kind is EventKind.HELLO and record["isolation"] is None:
-            record["isolation"] = data.get("isolation")
+        if event.kind is EventKind.HELLO and record.isolation is None:
+            record.isolation = data.get("isolation")
         elif event.kind is EventKind.CASE:
             key = (str(data.get("ex")), str(data.get("case")))
             case_event = CaseEvent.from_event(data)
@@ -247,12 +238,12 @@ def _collect(record: dict, runs: _Runs, run: Run, exercises: dict[str, Exercise]
                     runs.defined.setdefault(key[0], set()).add(tuple(data["defined"][:2]))
         elif event.kind is EventKind.CELL_ERROR:
             error = {k: data.get(k) for k in ("cell", "etype", "text", "line")}
-            if error not in record["cell_errors"]:
-                record["cell_errors"].append(error)
+            if error not in record.cell_errors:
+                record.cell_errors.append(error)
 
 
 def _ended(
-    record: dict,
+    record: Record,
     runs: _Runs,
     run: Run,
     outcome: RunOutcome,
@@ -264,25 +255,25 @@ def _ended(
     if end is RunEnd.DONE:
         expected = {(ex, c.name) for ex in assignment.points for c in exercises[ex].cases}
         if expected - set(runs.results):
-            record["review"].append("the run ended before every case was evaluated")
+            record.review.append("the run ended before every case was evaluated")
         return True
     if end is RunEnd.STOPPED:
-        record["status"] = Status.INTERRUPTED.value
+        record.status = Status.INTERRUPTED
         return True
     if end is RunEnd.FLOOD:
-        record["review"].append(outcome.message)
+        record.review.append(outcome.message)
         return True
     if end is RunEnd.FATAL:
-        record["status"] = Status.GRADER_ERROR.value
+        record.status = Status.GRADER_ERROR
         runs.incidents.append(outcome.message)
         return True
     where = "while starting" if step is None else step.where()
     if end in (RunEnd.STEP_TIMEOUT, RunEnd.DEADLINE):
-        record["status"] = Status.TIMEOUT.value
+        record.status = Status.TIMEOUT
         runs.incidents.append(f"{where}: {outcome.message}")
     else:
-        if Status.parse(record["status"]) is not Status.TIMEOUT:
-            record["status"] = Status.KERNEL_DIED.value
+        if record.status is not Status.TIMEOUT:
+            record.status = Status.KERNEL_DIED
         runs.incidents.append(f"{where}: {_describe_exit(outcome.returncode)}")
         if step is None:
             tail = (run.tail or run.head).decode("utf-8", "replace").strip().splitlines()[-3:]
@@ -305,22 +296,22 @@ def _ended(
     return _all_judged(runs.results, assignment, exercises)  # a rerun could not change the grade
 
 
-def _summarise(record: dict, runs: _Runs) -> None:
+def _summarise(record: Record, runs: _Runs) -> None:
     """What the runs leave in the record besides the cases: skipped cells, the channel's problems."""
     if runs.skip_cells:
-        record["notes"].append(f"cells {runs.skip_cells} were skipped after they hung or crashed the process")
+        record.notes.append(f"cells {runs.skip_cells} were skipped after they hung or crashed the process")
     if runs.protocol_problems:
-        record["review"].append(f"{runs.protocol_problems} malformed messages on the grader's channel")
+        record.review.append(f"{runs.protocol_problems} malformed messages on the grader's channel")
     if runs.out_of_order:
-        record["review"].append(
+        record.review.append(
             f"{runs.out_of_order} messages on the grader's channel came where the harness sends none "
             "(written by the submission's code): ignored"
         )
-    record["incidents"] = runs.incidents
+    record.incidents = runs.incidents
 
 
 def _check_definitions(
-    record: dict,
+    record: Record,
     cells: list,
     evaluate_after: dict,
     assignment: Assignment,
@@ -338,13 +329,13 @@ def _check_definitions(
     written in a cell (``exec`` of a string, a library's function bound to the name,
     a code object built at run time) is flagged for review.
     """
-    checked = record.setdefault("forbidden", {})
+    checked = record.forbidden
     for ex_id, places in defined.items():
         names = assignment.forbidden.get(ex_id, ())
         for filename, _line in sorted(places, key=str):
             match = re.fullmatch(r"<cell (\d+)>", str(filename))
             if match is None:
-                record["review"].append(
+                record.review.append(
                     f"{ex_id}: the evaluated function's code was not written in a cell ({str(filename)[:80]})"
                 )
                 continue
@@ -355,11 +346,9 @@ def _check_definitions(
                 found = _forbidden_at(record, reader, cells, index, names, ex_id, seconds)
                 if found:
                     checked[ex_id] = sorted(set(checked.get(ex_id, [])) | set(found))
-    if not checked:
-        record.pop("forbidden")
 
 
-def _forbidden_at(record: dict, reader, cells: list, index: int, names, ex_id: str, seconds: float) -> list:
+def _forbidden_at(record: Record, reader, cells: list, index: int, names, ex_id: str, seconds: float) -> list:
     """The forbidden names cell ``index`` uses, read in the worker; a failed read asks for review."""
     if reader is None:
         with NotebookReader() as own:
@@ -367,27 +356,27 @@ def _forbidden_at(record: dict, reader, cells: list, index: int, names, ex_id: s
     try:
         found, review = reader.forbidden_at(cells, index, names, ex_id, seconds)
     except ReadFailed as exc:
-        record["review"].append(
+        record.review.append(
             f"{ex_id}: the forbidden-call check could not read the cells up to cell {index} ({exc}): "
             "read them"
         )
         return []
-    record["review"] += review
+    record.review += review
     return found
 
 
-def labels_for(record: dict, labels: dict[str, dict]) -> dict[str, dict]:
+def labels_for(record: Record, labels: dict[str, dict]) -> dict[str, dict]:
     """The entries of ``labels`` (:attr:`~coursetools.grade.parse_worker.Reading.labels`) for the
     cells that ``record`` names (:func:`named_cells`), in notebook order."""
     wanted = named_cells(record)
     return {index: label for index, label in labels.items() if index in wanted}
 
 
-def named_cells(record: dict) -> set[str]:
+def named_cells(record: Record) -> set[str]:
     """The notebook indices of the cells ``record`` names: its cell errors, and the cells its
     incidents and notes refer to (``cell 4: ...``, ``cells [4, 7] were skipped``)."""
-    wanted = {str(e.get("cell")) for e in record.get("cell_errors") or [] if isinstance(e, dict)}
-    for text in list(record.get("incidents") or []) + list(record.get("notes") or []):
+    wanted = {str(e.get("cell")) for e in record.cell_errors}
+    for text in list(record.incidents or []) + list(record.notes):
         wanted.update(CELL_REF.findall(str(text)))
         wanted.update(n for group in re.findall(r"cells \[([\d, ]+)\]", str(text)) for n in group.split(", "))
     wanted.discard("None")

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 
 from attnlib.checks.core import (
     FORBIDDEN_MISCONCEPTION,
@@ -23,7 +22,7 @@ from attnlib.checks.core import (
     judge_error,
 )
 from coursetools.grade.events import CaseEvent, CaseKind
-from coursetools.grade.record import CaseStatus, Status
+from coursetools.grade.record import Case, CaseStatus, ExerciseResult, Record, Status
 from coursetools.grade.wire import WireError, decode
 
 ERROR = CaseStatus.ERROR.value  # a CaseResult's status is the plain word (it is stored as JSON)
@@ -116,43 +115,44 @@ def _judge(exercise: Exercise, case, event: CaseEvent, settings) -> CaseResult |
     return None
 
 
-def finish(record: dict, assignment, exercises, results, settings, started: float) -> dict:
+def finish(record: Record, assignment, exercises, results, settings, started: float) -> Record:
     """Step 4 of :func:`coursetools.grade.runner.grade_submission`: judge every case and complete
     ``record`` (its exercises, ``total``, ``max``, ``seconds``; ``graded`` becomes ``needs-review``
     when a reason to review was found). ``results``: ``{(exercise, case): CaseEvent}``."""
-    status = Status.parse(record["status"])
+    status = record.status
     readable = status is not Status.UNREADABLE
     total = 0.0
     complete = readable
     for ex_id, points in assignment.points.items():
         exercise = exercises[ex_id]
-        banned = record.get("forbidden", {}).get(ex_id) if readable else None
+        banned = record.forbidden.get(ex_id) if readable else None
         verdicts = [_verdict(exercise, ex_id, case, banned, results, settings) for case in exercise.cases]
         score = None
         if readable and all(v is not None for v in verdicts):
-            passed = sum(CaseStatus.parse(v["status"]) is CaseStatus.PASSED for v in verdicts)
+            passed = sum(v.passed for v in verdicts)
             score = round(points * passed / len(verdicts), 6)
             total += score
         else:
             complete = False
-        record["exercises"][ex_id] = {
-            "function": exercise.function,
-            "points": points,
-            "score": score,
-            "cases": [
-                v if v is not None else _no_verdict(case)
+        record.exercises[ex_id] = ExerciseResult(
+            ex_id,
+            points,
+            score,
+            exercise.function,
+            tuple(
+                v if v is not None else Case(case.name, CaseStatus.NO_VERDICT, case.hidden)
                 for v, case in zip(verdicts, exercise.cases, strict=True)
-            ],
-        }
-    record["total"] = round(total, 6) if complete else None
-    record["max"] = assignment.max_points
-    if status is Status.GRADED and record["review"]:
-        record["status"] = Status.NEEDS_REVIEW.value
-    record["seconds"] = round(time.monotonic() - started, 3)
+            ),
+        )
+    record.total = round(total, 6) if complete else None
+    record.max = assignment.max_points
+    if status is Status.GRADED and record.review:
+        record.status = Status.NEEDS_REVIEW
+    record.seconds = round(time.monotonic() - started, 3)
     return record
 
 
-def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settings) -> dict | None:
+def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settings) -> Case | None:
     """One case's verdict as stored: 0 points when the answer uses a forbidden call (``banned``)."""
     if banned:
         verdict = CaseResult(
@@ -165,8 +165,13 @@ def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settin
         )
     else:
         verdict = judge(exercise, case, results.get((ex_id, case.name)), settings)
-    return None if verdict is None else asdict(verdict)
-
-
-def _no_verdict(case) -> dict:
-    return {"case": case.name, "status": CaseStatus.NO_VERDICT.value, "hidden": case.hidden}
+    if verdict is None:
+        return None
+    return Case(
+        verdict.case,
+        CaseStatus.parse(verdict.status),
+        verdict.hidden,
+        verdict.message,
+        verdict.misconception,
+        verdict.hint,
+    )

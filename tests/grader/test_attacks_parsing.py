@@ -23,6 +23,7 @@ import pytest
 from coursetools.grade import batch, runner, submission, wire
 from coursetools.grade.events import RunPlan
 from coursetools.grade.process import Run
+from coursetools.grade.record import Record
 
 pytestmark = pytest.mark.grader
 EX = "ex-04-1"  # stable_softmax: forbids the softmax and logsumexp families
@@ -111,17 +112,17 @@ def test_the_code_object_that_was_evaluated_is_checked(assignment):
     )
     plan, review, _ = _plan(assignment, nb)
     later = max(i for i, src in plan["cells"] if "scipy.special.softmax" in src)
-    record = {"review": [], "forbidden": {}}
+    record = Record("s", runs=0)
     runner._check_definitions(
         record, plan["cells"], plan["evaluate_after"], assignment, {EX: {(f"<cell {later}>", 1)}}
     )
-    assert "scipy.special.softmax" in record["forbidden"][EX], record
-    record = {"review": []}
+    assert "scipy.special.softmax" in record.forbidden[EX], record
+    record = Record("s", runs=0)
     runner._check_definitions(
         record, plan["cells"], plan["evaluate_after"], assignment, {EX: {("<string>", 1)}}
     )
-    assert any("not written in a cell" in r for r in record["review"]), record
-    assert "forbidden" not in record
+    assert any("not written in a cell" in r for r in record.review), record
+    assert "forbidden" not in record.to_dict()
 
 
 @pytest.mark.parametrize(

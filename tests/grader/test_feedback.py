@@ -67,7 +67,7 @@ def test_a_cell_is_named_by_its_number_among_code_cells_and_its_first_line(tmp_p
     record = fake_class.record("ada", {"ex-9-1": 2.0}, {"ex-9-1": 2.0})
     record["incidents"] = ["cell 4: did not finish within 30 s"]
     record["cell_errors"] = [{"cell": 4, "etype": "KeyboardInterrupt", "text": "", "line": 3}]
-    record["cell_labels"] = batch.cell_labels(record, path)
+    record["cell_labels"] = batch.cell_labels(Record.from_dict(record), path)
     assert record["cell_labels"] == {"4": {"number": 2, "first": "# train the model"}}
     text = _feedback(record, show=False)
     assert "code cell 2 (# train the model): did not finish within 30 s" in text

@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 from coursetools.grade import batch, runner, sandbox, submission, verdict, wire
+from coursetools.grade.record import Record, Status
 from coursetools.grade.runner import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -501,10 +502,10 @@ def test_an_answer_using_a_forbidden_call_scores_zero():
     nb = nbformat.v4.new_notebook(cells=[cell])
     plan, _notes, _review = submission.build_plan(nb, assignment)
     assert plan["forbidden"] == {exercise.id: [name]}
-    record = {"status": "graded", "review": [], "exercises": {}, "forbidden": plan["forbidden"]}
+    record = Record("s", status=Status.GRADED, runs=0, forbidden=plan["forbidden"])
     verdict.finish(record, assignment, {exercise.id: exercise}, {}, _settings(Path(".")), time.monotonic())
-    ex = record["exercises"][exercise.id]
-    assert ex["score"] == 0 and all("not allowed" in c["message"] for c in ex["cases"])
+    ex = record.exercises[exercise.id]
+    assert ex.score == 0 and all("not allowed" in c.message for c in ex.cases)
 
 
 def test_a_forbidden_call_imported_in_an_earlier_cell_is_found():

@@ -253,10 +253,10 @@ def test_a_failed_reading_scores_nothing(assignment, notebooks, tmp_path, error,
     record = runner.grade_submission(
         sub, assignment, exercises, settings, stop=stop, reader=_FailingReader(error)
     )
-    assert Status.parse(record["status"]) is status
-    assert record["total"] is None and record["runs"] == 0
-    assert record["notes"] == [f"{error}: nothing was run"]
-    assert Status.parse(record["status"]).final is (status is Status.UNREADABLE)
+    assert record.status is status
+    assert record.total is None and record.runs == 0
+    assert record.notes == [f"{error}: nothing was run"]
+    assert record.status.final is (status is Status.UNREADABLE)
 
 
 def _settings(out: Path) -> Settings:
