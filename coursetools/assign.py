@@ -393,24 +393,24 @@ def make_exercise(
     return nb
 
 
-def exercise_ids(nb: nbformat.NotebookNode) -> dict[str, float]:
-    """The exercises of a notebook, ``{id: points}``, in notebook order."""
+def _marked_cells(nb: nbformat.NotebookNode, cell_type: str, key: str) -> dict[str, float]:
+    """``{id: points}`` of the ``cell_type`` cells whose ``attnlib`` metadata has ``key``, in order."""
     found: dict[str, float] = {}
     for cell in nb.cells:
         meta = exercise_meta(cell)
-        if cell.cell_type == "code" and "exercise" in meta:
-            found[meta["exercise"]] = meta.get("points", 0)
+        if cell.cell_type == cell_type and key in meta:
+            found[meta[key]] = meta.get("points", 0)
     return found
+
+
+def exercise_ids(nb: nbformat.NotebookNode) -> dict[str, float]:
+    """The exercises of a notebook (code cells), ``{id: points}``, in notebook order."""
+    return _marked_cells(nb, "code", "exercise")
 
 
 def written_questions(nb: nbformat.NotebookNode) -> dict[str, float]:
-    """The written questions graded by hand, ``{id: points}``, in notebook order."""
-    found: dict[str, float] = {}
-    for cell in nb.cells:
-        meta = exercise_meta(cell)
-        if cell.cell_type == "markdown" and "manual" in meta:
-            found[meta["manual"]] = meta.get("points", 0)
-    return found
+    """The written questions graded by hand (markdown cells), ``{id: points}``, in notebook order."""
+    return _marked_cells(nb, "markdown", "manual")
 
 
 def add_written_question(
