@@ -52,14 +52,16 @@ def _count(fn: str, name: str, value, low: int, high: int) -> int:
     return value
 
 
-def _canvas(height: float, xlim=(0, 10), ylim=None):
+def _canvas(height: float, bottom: float = 0.0):
+    """A figure of the book's width and ``height`` inches, its axes hidden, in drawing units:
+    x from 0 to 10 across the width, y from ``bottom`` up in the same unit (equal aspect)."""
     import matplotlib.pyplot as plt
 
     use_course_style()
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, height))
-    ylim = ylim if ylim is not None else (0, 10 * height / FIGURE_WIDTH)
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
+    units_per_inch = 10 / FIGURE_WIDTH
+    ax.set_xlim(0, 10)
+    ax.set_ylim(bottom, bottom + units_per_inch * height)
     ax.set_aspect("equal")
     ax.axis("off")
     fig.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.99)
@@ -119,7 +121,7 @@ def draw_bottleneck(source_len: int = 4, target_len: int = 4):
     """
     source_len = _count("draw_bottleneck", "source_len", source_len, 2, 6)
     target_len = _count("draw_bottleneck", "target_len", target_len, 2, 6)
-    fig, ax = _canvas(3.0, xlim=(0, 10), ylim=(0, 6))
+    fig, ax = _canvas(3.0)
     step = 4.2 / source_len
     xs_enc = [0.6 + step * (i + 0.5) for i in range(source_len)]
     for i, x in enumerate(xs_enc):
@@ -180,7 +182,7 @@ def draw_alignment(
         w = np.asarray(weights, dtype=float)
         if w.shape != (n_t, n_s):
             raise ValueError(f"draw_alignment: weights must have shape {(n_t, n_s)}, got {w.shape}")
-    fig, ax = _canvas(2.6, xlim=(0, 10), ylim=(0, 5.2))
+    fig, ax = _canvas(2.6)
     xs_s = np.linspace(1.5, 8.5, n_s) if n_s > 1 else np.array([5.0])
     xs_t = np.linspace(1.5, 8.5, n_t) if n_t > 1 else np.array([5.0])
     for i, xt in enumerate(xs_t):
@@ -217,7 +219,7 @@ def draw_query_key_value(scores: Sequence[float] = (2.0, 0.5, -1.0, 1.0)):
     weights /= weights.sum()
     n = s.size
     height = 1.4 + 0.75 * n
-    fig, ax = _canvas(height, xlim=(0, 10), ylim=(0, 2 * height))
+    fig, ax = _canvas(height)
     top = 2 * height - 0.6
     ax.text(2.2, top, "keys", ha="center", fontsize=FS, color=BLUE)
     ax.text(
@@ -262,7 +264,7 @@ def draw_heads(num_heads: int = 4):
 
     num_heads = _count("draw_heads", "num_heads", num_heads, 2, 6)
     colors = [BLUE, ORANGE, GREEN, VERMILION, PURPLE, SKY][:num_heads]
-    fig, ax = _canvas(3.3, xlim=(0, 10), ylim=(0, 6.6))
+    fig, ax = _canvas(3.3)
     h, w = 3.0, 1.2  # a (L, d_model) matrix drawn as a rectangle
 
     def matrix(x, label, striped):
@@ -311,7 +313,7 @@ def draw_cross_attention():
 
     Returns the ``Figure`` (as every function here).
     """
-    fig, ax = _canvas(4.4, xlim=(0, 10), ylim=(0, 8.8))
+    fig, ax = _canvas(4.4)
     # encoder
     ax.text(2.3, 8.2, "encoder (source)", ha="center", fontsize=FS + 1, color=BLUE)
     _box(ax, 2.3, 1.0, 3.2, 0.8, "source tokens + positions", color=GREY, fill="white")
@@ -367,7 +369,7 @@ def draw_tiles(n_query_tiles: int = 4, n_key_tiles: int = 4, causal: bool = True
 
     n_query_tiles = _count("draw_tiles", "n_query_tiles", n_query_tiles, 2, 8)
     n_key_tiles = _count("draw_tiles", "n_key_tiles", n_key_tiles, 2, 8)
-    fig, ax = _canvas(3.8, xlim=(0, 10), ylim=(0, 7.6))
+    fig, ax = _canvas(3.8)
     size = 5.6 / max(n_query_tiles, n_key_tiles)
     x0, y_top = 1.2, 6.6
     for i in range(n_query_tiles):
@@ -432,7 +434,7 @@ def draw_memory_hierarchy():
         ("GPU HBM", "40 GB", "1.5 TB/s", 1.5e12, BLUE),
         ("CPU DRAM", "> 1 TB", "12.8 GB/s", 12.8e9, GREEN),
     )
-    fig, ax = _canvas(3.0, xlim=(0, 10), ylim=(-0.8, 5.2))
+    fig, ax = _canvas(3.0, bottom=-0.8)
     for k, (name, size, speed, _bw, color) in enumerate(levels):
         width = 3.2 + 1.3 * k  # wider = larger
         y = 4.2 - 1.45 * k
@@ -454,7 +456,7 @@ def draw_norm_placement():
 
     Returns the ``Figure`` (as every function here).
     """
-    fig, ax = _canvas(4.0, xlim=(0, 10), ylim=(0, 8))
+    fig, ax = _canvas(4.0)
 
     def column(x, title, steps):
         ax.text(x, 7.55, title, ha="center", fontsize=FS + 1)
