@@ -118,8 +118,6 @@ class Request(_Word):
     FLUSH = "flush"  # flush stdout and stderr
 
 
-EVENT_KINDS = frozenset(k.value for k in EventKind)
-CASE_KINDS = frozenset(k.value for k in CaseKind)
 ETYPE_CHARS = 80  # an exception's type name, as the harness sends it and the grader reads it
 TEXT_CHARS = 300  # an exception's first line, likewise
 
@@ -251,10 +249,10 @@ class Event:
         """The event in a decoded JSON line, or None when it is not one of this run's events."""
         if not isinstance(data, dict) or data.get("k") != token:
             return None
-        if not isinstance(data.get("t"), str) or data["t"] not in EVENT_KINDS:
+        kind = EventKind.read(data.get("t"))
+        if kind is None:
             return None
-        body = {k: v for k, v in data.items() if k not in ("k", "t")}
-        return cls(EventKind(data["t"]), body)
+        return cls(kind, {k: v for k, v in data.items() if k not in ("k", "t")})
 
 
 @dataclass(frozen=True)
@@ -271,11 +269,11 @@ class CaseEvent:
 
     @classmethod
     def from_event(cls, data: dict) -> CaseEvent | None:
-        kind = data.get("kind")
-        if not isinstance(kind, str) or kind not in CASE_KINDS:
+        kind = CaseKind.read(data.get("kind"))
+        if kind is None:
             return None
         etype, text = str(data.get("etype", ""))[:ETYPE_CHARS], str(data.get("text", ""))[:TEXT_CHARS]
-        return cls(CaseKind(kind), data.get("value"), etype, text)
+        return cls(kind, data.get("value"), etype, text)
 
 
 @dataclass

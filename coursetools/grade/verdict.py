@@ -60,7 +60,7 @@ def one_at_a_time() -> Iterator[None]:
 
 
 def _judge(exercise: Exercise, case, event: CaseEvent, settings) -> CaseResult | None:
-    kind = CaseKind(event.kind)
+    kind = event.kind  # a CaseKind member (CaseEvent makes it one)
     try:
         if kind is CaseKind.VALUE:
             try:
