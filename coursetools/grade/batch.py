@@ -27,11 +27,11 @@ from attnlib.checks import get_exercise
 from coursetools import assign
 from coursetools.grade import manual, publish, report, sandbox, scores
 from coursetools.grade.escape import key_ok
-from coursetools.grade.parse_worker import NotebookReader, ReadFailed
+from coursetools.grade.parse_worker import NotebookReader
 from coursetools.grade.paths import ROOT
 from coursetools.grade.process import needed_paths
 from coursetools.grade.record import Record, Status
-from coursetools.grade.runner import Settings, base_env, grade_submission, labels_for, named_cells
+from coursetools.grade.runner import Settings, base_env, grade_submission
 from coursetools.grade.submission import Assignment, Submission, find_submissions, resolve_assignment
 from coursetools.grade.zygote import Zygote
 
@@ -163,21 +163,6 @@ def safe_keys(subs: list[Submission]) -> None:
             key = f"{stem[:90]}-{digest}"
         taken.add(key.lower())
         sub.student = key
-
-
-def cell_labels(record: Record, path: Path, seconds: float = 30.0) -> dict[str, dict]:
-    """``{notebook index: {"number": n, "first": line}}`` for the cells a record names: the
-    number of the cell among the notebook's code cells (from 1) and its first line, as the
-    learner sees it in Jupyter (the grader's indices count every cell from 0). The notebook is
-    read in a :class:`~coursetools.grade.parse_worker.NotebookReader` within ``seconds``
-    (grading itself labels the cells from the reading it already made)."""
-    if not named_cells(record):
-        return {}  # no cell named: nothing to read
-    try:
-        with NotebookReader() as reader:
-            return labels_for(record, reader.labels(path, seconds))
-    except ReadFailed:
-        return {}  # labels are a courtesy
 
 
 class GradingSession:

@@ -127,6 +127,21 @@ def _receive(fd: int, deadline: float | None = None, limit: int = MAX_REPLY_BYTE
 # --------------------------------------------------------------------------- the grader's side
 
 
+def read_request(path: Path, assignment) -> dict:
+    """The request that asks the worker to read the notebook at ``path`` and plan it for ``assignment``."""
+    return {
+        "op": "read",
+        "path": str(path),
+        "assignment": {
+            "path": str(assignment.path),
+            "points": dict(assignment.points),
+            "functions": dict(assignment.functions),
+            "forbidden": {k: list(v) for k, v in assignment.forbidden.items()},
+            "digest": assignment.digest,
+        },
+    }
+
+
 class NotebookReader:
     """One worker process that reads notebooks for one job slot (see the module's docstring).
 
@@ -180,27 +195,10 @@ class NotebookReader:
         Raises :class:`ReadFailed` when the worker runs past ``seconds`` (wall or CPU), past its
         memory, dies, or cannot start; the worker is then replaced before the next request.
         """
-        request = {
-            "op": "read",
-            "path": str(path),
-            "assignment": {
-                "path": str(assignment.path),
-                "points": dict(assignment.points),
-                "functions": dict(assignment.functions),
-                "forbidden": {k: list(v) for k, v in assignment.forbidden.items()},
-                "digest": assignment.digest,
-            },
-        }
-        reply = self._call(request, seconds)
+        reply = self._call(read_request(path, assignment), seconds)
         if reply.get("unreadable") is not None:
             return Reading(unreadable=str(reply["unreadable"]))
         return Reading(None, reply["plan"], reply["notes"], reply["review"], reply["labels"])
-
-    def labels(self, path: Path, seconds: float) -> dict[str, dict]:
-        """:attr:`Reading.labels` of the notebook at ``path`` alone (``{}`` when it is unreadable).
-        Raises :class:`ReadFailed` like :meth:`read`."""
-        reply = self._call({"op": "labels", "path": str(path)}, seconds)
-        return {} if reply.get("unreadable") is not None else reply["labels"]
 
     def forbidden_at(
         self, cells: list, cell_index: int, names, ex_id: str, seconds: float
@@ -316,7 +314,10 @@ class NotebookReader:
 # --------------------------------------------------------------------------- the worker's side
 
 
-def _labels(nb) -> dict[str, dict]:
+def code_cell_labels(nb) -> dict[str, dict]:
+    """:attr:`Reading.labels` of the notebook ``nb``: ``{notebook index: {"number": n, "first":
+    line}}`` for every code cell (its number among the code cells, from 1, and its first
+    non-blank line, at most :data:`LABEL_CHARS` characters)."""
     labels, number = {}, 0
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
@@ -347,13 +348,8 @@ def _handle(request: dict) -> dict:
         except submission.Unreadable as exc:
             return {"ok": True, "unreadable": str(exc)}
         plan, notes, review = submission.build_plan(nb, assignment)
-        return {"ok": True, "plan": plan, "notes": notes, "review": review, "labels": _labels(nb)}
-    if request.get("op") == "labels":
-        try:
-            nb = submission.read_notebook(Path(request["path"]))
-        except submission.Unreadable as exc:
-            return {"ok": True, "unreadable": str(exc)}
-        return {"ok": True, "labels": _labels(nb)}
+        labels = code_cell_labels(nb)
+        return {"ok": True, "plan": plan, "notes": notes, "review": review, "labels": labels}
     if request.get("op") == "forbidden":
         review: list[str] = []
         cells = [(int(i), str(s)) for i, s in request["cells"]]

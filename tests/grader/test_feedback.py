@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools.grade import batch, report
+from coursetools.grade import parse_worker, report, runner
 from coursetools.grade.record import Record
 from coursetools.grade.scores import ClassInfo, Sources, build
 
@@ -67,7 +67,8 @@ def test_a_cell_is_named_by_its_number_among_code_cells_and_its_first_line(tmp_p
     record = fake_class.record("ada", {"ex-9-1": 2.0}, {"ex-9-1": 2.0})
     record["incidents"] = ["cell 4: did not finish within 30 s"]
     record["cell_errors"] = [{"cell": 4, "etype": "KeyboardInterrupt", "text": "", "line": 3}]
-    record["cell_labels"] = batch.cell_labels(Record.from_dict(record), path)
+    labels = parse_worker.code_cell_labels(nbformat.read(path, as_version=4))  # as the reader makes them
+    record["cell_labels"] = runner.labels_for(Record.from_dict(record), labels)
     assert record["cell_labels"] == {"4": {"number": 2, "first": "# train the model"}}
     text = _feedback(record, show=False)
     assert "code cell 2 (# train the model): did not finish within 30 s" in text

@@ -100,10 +100,10 @@ def test_the_worker_reads_as_the_grader_did(assignment, notebooks):
     plan, notes, review = submission.build_plan(nb, assignment)
     with NotebookReader() as reader:
         reading = reader.read(notebooks["correct"], assignment, 30.0)
-        assert reader.labels(notebooks["correct"], 30.0) == reading.labels
     assert reading.unreadable is None
     assert (reading.plan, reading.notes, reading.review) == (json.loads(json.dumps(plan)), notes, review)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    assert reading.labels == parse_worker.code_cell_labels(nb)
     assert list(reading.labels) == [str(i) for i in code]
     assert [label["number"] for label in reading.labels.values()] == list(range(1, len(code) + 1))
 
@@ -174,7 +174,7 @@ def test_the_worker_limits_its_own_cpu_time(assignment, notebooks):
     )
     try:
         assert parse_worker._receive(proc.stdout.fileno(), time.monotonic() + 120) == {"ready": True}
-        request = {"op": "labels", "path": str(notebooks["spin"]), "cpu_s": 1.0}
+        request = {**parse_worker.read_request(notebooks["spin"], assignment), "cpu_s": 1.0}
         parse_worker._send(proc.stdin.fileno(), request)
         assert parse_worker._receive(proc.stdout.fileno(), time.monotonic() + 60) is None
         assert proc.wait(timeout=10) == -signal.SIGXCPU
