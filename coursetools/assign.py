@@ -47,7 +47,7 @@ from pathlib import Path
 
 import nbformat
 
-from attnlib.checks.forbidden import FAMILIES, FAMILY_NAMES, LIBRARY_ROOTS
+from attnlib.checks.forbidden import FAMILIES, FAMILY_NAMES, family_covers
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -244,16 +244,6 @@ def _is_module(path: str) -> bool:
     return True
 
 
-def _in_family(entry: str, words: Sequence[str]) -> bool:
-    """True when a family of ``words`` already covers ``entry``, as the forbidden-call check reads it:
-    a library path with a part that holds a word (``attnlib.functional.masked_softmax``), or a
-    method name that holds one (``.softmax``)."""
-    if entry.startswith("."):
-        return any(word in entry[1:].lower() for word in words)
-    parts = entry.split(".")
-    return parts[0] in LIBRARY_ROOTS and any(word in part.lower() for part in parts[1:] for word in words)
-
-
 def _named_entries(entries: Sequence[str], words: Sequence[str]) -> list[str]:
     """The learner's spelling of each entry that no named family covers, in the check's order.
 
@@ -262,7 +252,7 @@ def _named_entries(entries: Sequence[str], words: Sequence[str]) -> list[str]:
     together) are named once, by the top-level name when the list holds it."""
     shown: dict[str, str] = {}
     for entry in entries:
-        if entry.startswith("~") or _in_family(entry, words):
+        if entry.startswith("~") or family_covers(entry, words):
             continue
         if entry.endswith("()"):
             shown[entry] = f"calling `{entry[:-2]}(...)`"

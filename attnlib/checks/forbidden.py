@@ -51,6 +51,7 @@ __all__ = [
     "FamilyName",
     "find_dynamic",
     "find_forbidden",
+    "family_covers",
     "find_forbidden_in_cells",
     "forbidden_in_function",
     "function_source",
@@ -252,6 +253,23 @@ def _family_words(entries) -> dict[str, tuple[str, ...]]:
     return {e[1:]: FAMILIES[e[1:]] for e in entries if e.startswith("~") and e[1:] in FAMILIES}
 
 
+def _holds_word(name: str, words: Iterable[str]) -> bool:
+    low = name.lower()
+    return any(word in low for word in words)
+
+
+def family_covers(entry: str, words: Iterable[str]) -> bool:
+    """True when a family of ``words`` covers the dotted ``entry`` the way the check reads code: a
+    method name (``.softmax``; any attribute that holds a word is flagged) or a library path (its
+    root in :data:`LIBRARY_ROOTS`) with a part after the root that holds a word
+    (``attnlib.functional.masked_softmax``)."""
+    words = tuple(words)
+    if entry.startswith("."):
+        return _holds_word(entry[1:], words)
+    parts = entry.split(".")
+    return parts[0] in LIBRARY_ROOTS and any(_holds_word(part, words) for part in parts[1:])
+
+
 def _twins(path: str) -> list[str]:
     """attnlib's other spellings of one of its functions: its NumPy twin, its top-level export."""
     parts = path.split(".")
@@ -320,6 +338,7 @@ class _Finder(ast.NodeVisitor):
     def __init__(self, forbidden: Iterable[str]):
         entries = [f.strip() for f in forbidden if f and f.strip()]
         self.families = _family_words(entries)
+        self.family_words = tuple(word for words in self.families.values() for word in words)
         entries = [f for f in entries if not f.startswith("~")]
         entries += [t for f in entries for t in _twins(f) if t not in entries]
         self.calls = {f[:-2] for f in entries if f.endswith("()")}
@@ -347,8 +366,7 @@ class _Finder(ast.NodeVisitor):
 
     def _family(self, name: str) -> bool:
         """True when ``name`` (one part of a path, or an attribute) spells a forbidden family."""
-        low = name.lower()
-        return any(word in low for words in self.families.values() for word in words)
+        return _holds_word(name, self.family_words)
 
     def _star_family(self, module: str, name: str) -> bool:
         """True when ``name``, after ``from module import *``, is a forbidden family's member of a
@@ -361,8 +379,7 @@ class _Finder(ast.NodeVisitor):
     def _match(self, path: str | None) -> None:
         if not path:
             return
-        parts = path.split(".")
-        if self.families and parts[0] in LIBRARY_ROOTS and any(self._family(p) for p in parts[1:]):
+        if self.families and family_covers(path, self.family_words):
             self.found.add(path)
             return
         for f in self.paths:
