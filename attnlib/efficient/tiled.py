@@ -185,8 +185,9 @@ def grouped_query_attention(
 # grouped_query_attention takes every parameter of tiled_attention but enable_gqa, in the
 # same places: its signature is derived from tiled_attention's instead of being written out
 # again, so the two cannot drift apart. help(), the API page and the binding above read it.
-_GQA_SIGNATURE = inspect.signature(tiled_attention).replace(
-    parameters=[p for p in inspect.signature(tiled_attention).parameters.values() if p.name != "enable_gqa"]
+_TILED_SIGNATURE = inspect.signature(tiled_attention)
+_GQA_SIGNATURE = _TILED_SIGNATURE.replace(
+    parameters=[p for p in _TILED_SIGNATURE.parameters.values() if p.name != "enable_gqa"]
 )
 grouped_query_attention.__signature__ = _GQA_SIGNATURE
 
