@@ -44,6 +44,7 @@ __all__ = [
     "CrossAttentionSeq2Seq",
     "DecoderLayer",
     "EncoderLayer",
+    "SelfAttentionLayer",
     "TinyStepModel",
     "cross_attention",
     "decoder_masks",
@@ -228,11 +229,34 @@ def digits_to_words_batch(
 
 
 # --------------------------------------------------------------------------- the model
-# Chapter 07 prints the source of the three classes below: lines kept within 80 columns.
+# Chapter 07 prints the source of the four classes below: lines kept within 80 columns.
 # fmt: off
 
 
-class EncoderLayer(nn.Module):
+class SelfAttentionLayer(nn.Module):
+    """What chapter 07's encoder and decoder layers both begin with.
+
+    An optional self-attention sub-layer, residual and followed by
+    LayerNorm (post-norm, as in Vaswani et al. 2017).
+    self_attention=False drops it: self_attend then returns x as it is.
+    """
+
+    def __init__(self, d_model, num_heads, self_attention=True):
+        super().__init__()
+        self.self_attn = (
+            MultiHeadAttention(d_model, num_heads) if self_attention else None
+        )
+        self.norm1 = nn.LayerNorm(d_model)
+
+    def self_attend(self, x, **mask):
+        """x (B, N, d) -> (B, N, d); mask: attn_mask= or is_causal=."""
+        if self.self_attn is None:
+            return x
+        a, _ = self.self_attn(x, x, x, **mask)  # (B, N, d)
+        return self.norm1(x + a)
+
+
+class EncoderLayer(SelfAttentionLayer):
     """Chapter 07's encoder layer (post-norm, as in Vaswani et al. 2017).
 
     Self-attention over the source (padded keys hidden), then a
@@ -241,11 +265,7 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model, num_heads, ffn_dim, self_attention=True):
-        super().__init__()
-        self.self_attn = (
-            MultiHeadAttention(d_model, num_heads) if self_attention else None
-        )
-        self.norm1 = nn.LayerNorm(d_model)
+        super().__init__(d_model, num_heads, self_attention)
         self.ffn = nn.Sequential(
             nn.Linear(d_model, ffn_dim), nn.ReLU(), nn.Linear(ffn_dim, d_model)
         )
@@ -253,13 +273,11 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x, src_mask):
         """x (B, S, d), src_mask bool (B, 1, 1, S) -> (B, S, d)."""
-        if self.self_attn is not None:
-            a, _ = self.self_attn(x, x, x, attn_mask=src_mask)  # (B, S, d)
-            x = self.norm1(x + a)
+        x = self.self_attend(x, attn_mask=src_mask)  # padded keys hidden
         return self.norm2(x + self.ffn(x))  # (B, S, d)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(SelfAttentionLayer):
     """Chapter 07's decoder layer (post-norm, as in Vaswani et al. 2017).
 
     Causal self-attention over the target prefix, cross attention
@@ -270,11 +288,7 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model, num_heads, ffn_dim, self_attention=True):
-        super().__init__()
-        self.self_attn = (
-            MultiHeadAttention(d_model, num_heads) if self_attention else None
-        )
-        self.norm1 = nn.LayerNorm(d_model)
+        super().__init__(d_model, num_heads, self_attention)
         self.cross_attn = MultiHeadAttention(d_model, num_heads)
         self.norm2 = nn.LayerNorm(d_model)
         self.ffn = nn.Sequential(
@@ -288,9 +302,7 @@ class DecoderLayer(nn.Module):
         Returns (y (B, T, d), cross-attention weights (B, h, T, S), or
         None when need_weights is False).
         """
-        if self.self_attn is not None:
-            a, _ = self.self_attn(y, y, y, is_causal=True)  # t sees <= t
-            y = self.norm1(y + a)
+        y = self.self_attend(y, is_causal=True)  # t sees <= t
         c, weights = self.cross_attn(
             y, memory, memory, attn_mask=src_mask,  # no causal mask
             need_weights=need_weights, average_attn_weights=False,

@@ -533,6 +533,7 @@ register(
         forbidden=(
             "layer()",
             ".forward",
+            ".self_attend",
             "attnlib.chapters.cross_attention.DecoderLayer",
             "attnlib.chapters.cross_attention.CrossAttentionSeq2Seq",
             "attnlib.transformer",

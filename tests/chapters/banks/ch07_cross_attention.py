@@ -274,6 +274,13 @@ def layer_by_calling_it(layer, y, memory, src_mask):
     return layer(y, memory, src_mask)[0]
 
 
+def layer_by_its_own_self_attend(layer, y, memory, src_mask):
+    y = layer.self_attend(y, is_causal=True)  # the layer's own first sub-layer
+    c, _ = layer.cross_attn(y, memory, memory, attn_mask=src_mask)
+    y = layer.norm2(y + c)
+    return layer.norm3(y + layer.ffn(y))
+
+
 def layer_explicit_masks(layer, y, memory, src_mask):
     """Right: the causal mask built by hand (bool, True = may attend), the mask squeezed and re-expanded."""
     T = y.shape[1]
@@ -305,6 +312,7 @@ WRONG += [
     Wrong("ex-07-5", layer_pre_norm, "pre-norm"),
     Wrong("ex-07-5", layer_no_residual, "residual connection is missing"),
     Wrong("ex-07-5", layer_by_calling_it, "not allowed"),
+    Wrong("ex-07-5", layer_by_its_own_self_attend, "not allowed"),
 ]
 RIGHT += [
     Right("ex-07-5", layer_explicit_masks),
