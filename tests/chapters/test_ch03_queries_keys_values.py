@@ -1,4 +1,7 @@
-"""Chapter 03: score-agnostic attention, Bahdanau as a Q/K/V instance, the worked example, retrieval."""
+"""Chapter 03: score-agnostic attention, Bahdanau as a Q/K/V instance, retrieval.
+
+The worked example is tested once, in tests/library/test_seed_examples.py.
+"""
 
 import math
 
@@ -8,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 import attnlib
-from attnlib import numpy as anp
 from attnlib.chapters.retrieval import (
     SCORE_FUNCTIONS,
     attend,
@@ -16,23 +18,6 @@ from attnlib.chapters.retrieval import (
     permutation_keys,
     retrieval_scores,
     retrieval_trial,
-)
-
-NUMPY_EXAMPLE = np.array(
-    [
-        [0.98522025, 1.74174051, 0.75652026],
-        [0.90965265, 1.40965265, 0.5],
-        [0.99851226, 1.75849334, 0.75998108],
-        [0.99560386, 1.90407309, 0.90846923],
-    ]
-)
-TORCH_EXAMPLE = torch.tensor(
-    [
-        [1.1634, 0.7909, 1.5817],
-        [1.0000, 0.8424, 1.5616],
-        [1.1799, 0.8707, 1.6405],
-        [1.1634, 0.7909, 1.5817],
-    ]
 )
 
 
@@ -99,23 +84,6 @@ def test_bahdanau_is_a_qkv_instance():
     )  # (B, S)
     hand = hand.masked_fill(~key_mask, float("-inf")).softmax(-1)
     torch.testing.assert_close(hand, weights, atol=1e-12, rtol=1e-12)
-
-
-def test_worked_example_numpy_to_8_digits():
-    words = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=np.float64)
-    np.random.seed(42)  # noqa: NPY002 - the seed tutorial uses the legacy generator
-    w_q, w_k, w_v = (np.random.randint(3, size=(3, 3)).astype(np.float64) for _ in range(3))  # noqa: NPY002
-    q, k, v = words @ w_q, words @ w_k, words @ w_v
-    out = anp.scaled_dot_product_attention(q, k, v)
-    np.testing.assert_allclose(out, NUMPY_EXAMPLE, atol=5e-9, rtol=0)
-
-
-def test_worked_example_torch():
-    words = torch.tensor([[1, 0, 0], [0, 1, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.float32)
-    torch.manual_seed(42)
-    w_q, w_k, w_v = (torch.randint(0, 2, (3, 3)).float() for _ in range(3))
-    out = attnlib.scaled_dot_product_attention(words @ w_q, words @ w_k, words @ w_v)
-    torch.testing.assert_close(out, TORCH_EXAMPLE, atol=5e-5, rtol=0)
 
 
 def test_permutation_keys_and_corruption():

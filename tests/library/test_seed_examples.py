@@ -63,10 +63,12 @@ def test_numpy_worked_example_in_one_call():
 
 def test_pytorch_worked_example():
     words = torch.tensor([[1, 0, 0], [0, 1, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.float32)
-    torch.manual_seed(42)
-    W_Q = torch.randint(0, 2, (3, 3)).float()
-    W_K = torch.randint(0, 2, (3, 3)).float()
-    W_V = torch.randint(0, 2, (3, 3)).float()
+    # the global generator on purpose, as the worked example does; forked, so no other test sees it
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(42)
+        W_Q = torch.randint(0, 2, (3, 3)).float()
+        W_K = torch.randint(0, 2, (3, 3)).float()
+        W_V = torch.randint(0, 2, (3, 3)).float()
     Q, K, V = words @ W_Q, words @ W_K, words @ W_V  # (4, 3) each
     out = scaled_dot_product_attention(Q, K, V)
     assert out.shape == (4, 3)
@@ -75,8 +77,8 @@ def test_pytorch_worked_example():
 
 def test_three_word_example_shapes():
     words = torch.eye(3)  # three one-hot words, E = 3
-    torch.manual_seed(0)
-    W_Q, W_K, W_V = (torch.randn(3, 2) for _ in range(3))  # project to d_k = d_v = 2
+    g = torch.Generator().manual_seed(0)
+    W_Q, W_K, W_V = (torch.randn(3, 2, generator=g) for _ in range(3))  # project to d_k = d_v = 2
     out, w = scaled_dot_product_attention(words @ W_Q, words @ W_K, words @ W_V, return_weights=True)
     assert out.shape == (3, 2) and w.shape == (3, 3)
     torch.testing.assert_close(w.sum(-1), torch.ones(3))
