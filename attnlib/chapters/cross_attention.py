@@ -439,8 +439,10 @@ class TinyStepModel(nn.Module):
             for p in self.cell.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(hidden_dim))
         self.w_out = nn.Parameter(torch.randn(2 * hidden_dim, vocab_size, generator=gen))
-        self.memory = torch.randn(batch_size, src_len, hidden_dim, generator=gen)  # (B, S, d_h)
-        self.h0 = torch.randn(batch_size, hidden_dim, generator=gen)  # (B, d_h)
+        # buffers, so that .to(device) and .double() move them with the weights
+        memory = torch.randn(batch_size, src_len, hidden_dim, generator=gen)  # (B, S, d_h)
+        self.register_buffer("memory", memory)
+        self.register_buffer("h0", torch.randn(batch_size, hidden_dim, generator=gen))  # (B, d_h)
         self.eos_bias = eos_bias
 
     def initial_state(self) -> torch.Tensor:

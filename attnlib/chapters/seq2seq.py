@@ -405,6 +405,7 @@ def train_seq2seq(
     make_batch(generator) returns (src (B, S), tgt (B, T)), tgt ending
     with EOS and right-padded with PAD; the generator is seeded with
     seed, so the batches are reproducible. Returns the loss per step.
+    Trains in train mode and leaves the model in eval mode, ready to decode.
     """
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -429,7 +430,10 @@ def train_seq2seq(
 # fmt: on
 @torch.no_grad()
 def sequence_accuracy(model: nn.Module, src, tgt, src_lengths=None) -> float:
-    """Share of sequences whose greedy decoding equals the target exactly (through EOS)."""
+    """Share of sequences whose greedy decoding equals the target exactly (through EOS).
+
+    Puts the model in eval mode (no random position offset) and leaves it there.
+    """
     model.eval()
     pred = model.greedy_decode(src, tgt.shape[1], src_lengths)  # (B, T)
     return exact_match(pred, tgt).float().mean().item()
@@ -437,7 +441,10 @@ def sequence_accuracy(model: nn.Module, src, tgt, src_lengths=None) -> float:
 
 @torch.no_grad()
 def token_accuracy(model: nn.Module, src, tgt, src_lengths=None) -> float:
-    """Share of non-PAD target tokens that greedy decoding gets right, position by position."""
+    """Share of non-PAD target tokens that greedy decoding gets right, position by position.
+
+    Puts the model in eval mode (no random position offset) and leaves it there.
+    """
     model.eval()
     pred = model.greedy_decode(src, tgt.shape[1], src_lengths)  # (B, T)
     real = tgt != PAD

@@ -181,6 +181,18 @@ def test_greedy_decode_steps_pads_after_eos():
             assert torch.all(row[end + 1 :] == PAD)
 
 
+def test_tiny_step_model_moves_its_memory_with_its_weights():
+    """memory and h0 are buffers: .double() (and .to(device)) converts them with the weights."""
+    tiny = TinyStepModel(2, 3, seed=1)
+    assert {name for name, _ in tiny.named_buffers()} == {"memory", "h0"}
+    logits32, _ = tiny.step(torch.tensor([BOS, BOS]), tiny.initial_state())
+    tiny = tiny.double()
+    assert tiny.memory.dtype == tiny.h0.dtype == torch.float64
+    logits64, state = tiny.step(torch.tensor([BOS, BOS]), tiny.initial_state())
+    assert logits64.dtype == state.dtype == torch.float64
+    torch.testing.assert_close(logits64.float(), logits32, rtol=1e-5, atol=1e-5)
+
+
 def test_short_training_learns_the_task(one_thread):
     """A reduced budget (the chapter uses 300 steps on 1-12 digits): 200 steps on 1-6 digits."""
     torch.manual_seed(0)
