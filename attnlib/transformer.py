@@ -201,7 +201,8 @@ class TransformerBlock(nn.Module):
             q = split_heads(self.attn.q_proj(y), h)  # (B, t, D) -> (B, h, t, d)
             k = split_heads(self.attn.k_proj(y), h)  # (B, t, D) -> (B, h, t, d)
             v = split_heads(self.attn.v_proj(y), h)  # (B, t, D) -> (B, h, t, d)
-            out = decode_step(q, k, v, cache)  # (B, h, t, d): attends to the cache and itself
+            # (B, h, t, d): the new rows attend to the cache and to themselves
+            out = decode_step(q, k, v, cache)
             return self.attn.out_proj(merge_heads(out))  # (B, h, t, d) -> (B, t, D)
 
         return self._sublayers(x, attend)

@@ -58,7 +58,8 @@ def offset_batch(
     batch_size: int, length: int, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Random digit strings and their targets, each long (batch_size, length)."""
-    x = torch.randint(0, N_DIGITS, (batch_size, length), generator=generator)  # (B, L)
+    # (B, L) random digits
+    x = torch.randint(0, N_DIGITS, (batch_size, length), generator=generator)
     y = torch.full_like(x, BLANK)  # (B, L)
     y[:, OFFSET:] = x[:, :-OFFSET]  # y[:, i] = x[:, i - OFFSET]
     return x, y
@@ -76,14 +77,16 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         L = x.shape[1]
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # (B, L, D) -> 3 x (B, L, D)
-        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # 3 x (B, h, L, d)
+        # 3 x (B, L, D) -> 3 x (B, h, L, d)
+        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))
         if self.encoding == "rope":
             q, k = apply_rope(q), apply_rope(k)  # rotate row p by its position p
         if self.encoding == "alibi":
-            bias = alibi_bias(self.num_heads, L, L).to(x.dtype)  # (h, L, L), -inf above the diagonal
+            # (h, L, L): a slope per head, -inf above the diagonal
+            bias = alibi_bias(self.num_heads, L, L).to(x.dtype)
             out = scaled_dot_product_attention(q, k, v, attn_mask=bias)
         else:
-            out = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, L, d)
+            out = scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.out(merge_heads(out))  # (B, h, L, d) -> (B, L, D)
 
 

@@ -126,7 +126,11 @@ def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     logits = model(tokens[:, :-1])  # (B, L-1, V): position t predicts token t+1
     targets = tokens[:, 1:].clone()  # (B, L-1)
     targets[~_predictable(tokens)[:, 1:]] = -100  # ignored by cross_entropy
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    return F.cross_entropy(
+        logits.flatten(0, 1),
+        targets.flatten(),
+        ignore_index=-100,
+    )
 
 
 def _predictable(tokens: torch.Tensor) -> torch.Tensor:
@@ -143,6 +147,7 @@ def copy_accuracy(model: nn.Module, tokens: torch.Tensor) -> float:
     return (pred[keep] == tokens[:, 1:][keep]).float().mean().item()
 
 
+# fmt: off
 @torch.no_grad()
 def generate(
     model: TinyDecoderLM,
@@ -162,7 +167,9 @@ def generate(
     tokens = prompt
     B, P = prompt.shape
     if use_cache:
-        caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+        caches = [  # one KV cache per block
+            block.new_cache(B, P + max_new_tokens) for block in model.blocks
+        ]
         logits = model.forward_cached(prompt, caches, offset=0)[:, -1]  # (B, V)
     else:
         logits = model(prompt)[:, -1]  # (B, V)
@@ -171,15 +178,19 @@ def generate(
             next_token = logits.argmax(-1, keepdim=True)  # (B, 1)
         else:
             probs = torch.softmax(logits / temperature, dim=-1)  # (B, V)
-            next_token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+            # (B, 1): one token drawn per row
+            next_token = torch.multinomial(probs, 1, generator=generator)
         tokens = torch.cat([tokens, next_token], dim=1)  # (B, P + step + 1)
         if step == max_new_tokens - 1:
             break
         if use_cache:
-            logits = model.forward_cached(next_token, caches, offset=tokens.shape[1] - 1)[:, -1]
+            logits = model.forward_cached(
+                next_token, caches, offset=tokens.shape[1] - 1  # its position
+            )[:, -1]
         else:
             logits = model(tokens)[:, -1]
     return tokens
+# fmt: on
 
 
 # -- the chapter's experiments (seeded; swept by attnlib.chapters.spread) -------------------
@@ -196,7 +207,13 @@ def build_model(seed: int, **kwargs) -> TinyDecoderLM:
         return TinyDecoderLM(**kwargs)
 
 
-def train(model: nn.Module, steps: int, lr: float = 3e-3, batch_size: int = 32, seed: int = 0) -> list[float]:
+def train(
+    model: nn.Module,
+    steps: int,
+    lr: float = 3e-3,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> list[float]:
     """AdamW on ``steps`` fresh batches of the copy language (drawn from ``seed``); the losses."""
     data = torch.Generator().manual_seed(seed)  # the batches
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)

@@ -125,24 +125,6 @@ def test_cosine_beats_dot_when_key_norms_differ():
     assert cos_acc == 1.0 and dot_acc < 0.8
 
 
-def test_the_source_chapter_03_displays_fits_the_page():
-    """Chapter 03 prints these with inspect.getsource: no line may pass 80 columns."""
-    import inspect
-
-    from attnlib.chapters import retrieval
-
-    parts = (
-        retrieval.attend,
-        retrieval.permutation_keys,
-        retrieval.corrupt_queries,
-        retrieval.retrieval_scores,
-        retrieval.retrieval_trial,
-    )
-    for part in parts:
-        widths = [len(line) for line in inspect.getsource(part).splitlines()]
-        assert max(widths) <= 80, (part.__name__, max(widths))
-
-
 def test_retrieval_experiment_rescaled_scores_keep_the_accuracy():
     """Chapter 03's sweeps: dot, scaled dot and cosine rank permutation keys alike (equal norms)."""
     from attnlib.chapters import retrieval

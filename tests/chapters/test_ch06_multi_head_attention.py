@@ -92,17 +92,6 @@ def test_two_heads_specialise_on_the_toy_task(one_thread):
     assert on_first.argmax() != on_previous.argmax()
 
 
-def test_the_source_chapter_06_displays_fits_the_page():
-    """Chapter 06 prints these three with inspect.getsource: no line may pass 80 columns."""
-    import inspect
-
-    from attnlib.chapters import first_and_previous as fp
-
-    for part in (fp.first_and_previous_batch, fp.FirstAndPrevious, fp.train_first_and_previous):
-        widths = [len(line) for line in inspect.getsource(part).splitlines()]
-        assert max(widths) <= 80, (part.__name__, max(widths))
-
-
 def test_head_roles_reads_the_first_and_the_previous_token():
     """head_roles averages, over queries t >= 2, the weight on key 0 and on key t - 1."""
     from attnlib.chapters.first_and_previous import head_roles

@@ -214,30 +214,6 @@ def test_full_encoder_decoder_with_decoder_self_attention_learns_the_task(one_th
     assert sequence_accuracy(model, src, tgt) >= 0.9  # 0.99 when measured (0.10 after 200 steps)
 
 
-def test_sources_the_chapters_print_fit_the_page():
-    """Chapters 01, 02 and 07 print these sources with inspect.getsource: 80 columns at most."""
-    import inspect
-
-    from attnlib.chapters import cross_attention, seq2seq, vocab
-
-    shown = [
-        seq2seq.run_gru,
-        seq2seq.Seq2SeqGRU,
-        seq2seq.train_seq2seq,
-        seq2seq.Seq2SeqAdditiveAttention,
-        vocab.greedy_decode_steps,
-        cross_attention.EncoderLayer,
-        cross_attention.DecoderLayer,
-        cross_attention.CrossAttentionSeq2Seq,
-        cross_attention.build_model,
-        cross_attention.train_models,
-        cross_attention.diagonal_share,
-    ]
-    for obj in shown:
-        long = [line for line in inspect.getsource(obj).splitlines() if len(line) > 80]
-        assert not long, f"{obj.__name__}: {long}"
-
-
 def test_diagonal_share_counts_rows_whose_largest_weight_is_aligned():
     from attnlib.chapters.cross_attention import diagonal_share
 
