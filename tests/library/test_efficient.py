@@ -273,6 +273,52 @@ def test_errors_come_from_the_shared_validation():
         )
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"is_causal": "yes"},
+        {"is_causal": 1},
+        {"scale": "a"},
+        {"scale": float("nan")},
+        {"scale": float("inf")},
+        {"scale": -1.0},
+        {"attn_mask": torch.ones(3, 3, dtype=torch.bool)},
+        {"attn_mask": torch.ones(5, 6, dtype=torch.int64)},
+        {"attn_mask": [[True]]},
+        {"is_causal": True, "attn_mask": torch.ones(5, 6, dtype=torch.bool)},
+    ],
+    ids=repr,
+)
+def test_flag_and_mask_errors_come_from_the_shared_validation(options):
+    """Flags, scale and masks too: tiled_attention accepts what attention accepts, and refuses the
+    rest with the same error type and message, up to the function's name."""
+    from attnlib.attention import scaled_dot_product_attention
+
+    q, k, v = qkv(1, 2, 5, 8, S=6)
+    outcomes = []
+    for fn in (tiled_attention, scaled_dot_product_attention):
+        try:
+            out = fn(q, k, v, **options)
+        except (TypeError, ValueError) as error:
+            outcomes.append((type(error), str(error).replace(fn.__name__, "FN")))
+        else:
+            outcomes.append(out)
+    ours, theirs = outcomes
+    if isinstance(theirs, torch.Tensor):
+        assert isinstance(ours, torch.Tensor), f"attention accepts {options}, tiled_attention raised {ours}"
+        torch.testing.assert_close(ours, theirs, equal_nan=True, **F32)  # a NaN scale gives NaN, as torch
+    else:
+        assert ours == theirs, f"expected the shared validation's {theirs}, got {ours}"
+
+
+@pytest.mark.parametrize("name", ["block_q", "block_k"])
+@pytest.mark.parametrize("value", [0, -3, 2.5, "8", True])
+def test_bad_block_sizes_are_refused_by_name(name, value):
+    q, k, v = qkv(1, 2, 5, 8, S=6)
+    with pytest.raises((TypeError, ValueError), match=name):
+        tiled_attention(q, k, v, **{name: value})
+
+
 # ---------------------------------------------------------------- MQA / GQA
 
 
