@@ -71,7 +71,7 @@ def _answer_index(nb) -> int:
     raise LookupError(EX)
 
 
-def _with_answer(source: str, after: list[str] | None = None, before: list[str] | None = None):
+def with_answer(source: str, after: list[str] | None = None, before: list[str] | None = None):
     """The exercise notebook with the answer cell replaced and extra code cells around it."""
     nb = _base()
     i = _answer_index(nb)
@@ -96,19 +96,19 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
     """``{student: (notebook or raw bytes, (status, score, total))}``."""
     canary = canary.resolve()
     subs: dict[str, tuple[object, tuple]] = {}
-    subs["correct"] = (_with_answer(CORRECT), ("graded", 1, 1))
+    subs["correct"] = (with_answer(CORRECT), ("graded", 1, 1))
     subs["stub"] = (_base(), ("graded", 0, 0))
     subs["mis-transposed"] = (
-        _with_answer(HEADER + "    return b @ np.swapaxes(a, -1, -2)\n"),
+        with_answer(HEADER + "    return b @ np.swapaxes(a, -1, -2)\n"),
         ("graded", 0, 0),
     )
     batch_share = _share(lambda a: a.ndim <= 2)  # a @ b.T is right only without batch axes
     subs["mis-batch-transpose"] = (
-        _with_answer(HEADER + "    return a @ b.T\n"),
+        with_answer(HEADER + "    return a @ b.T\n"),
         ("graded", batch_share, batch_share),
     )
     subs["mis-batch-transpose-einsum"] = (
-        _with_answer(
+        with_answer(
             HEADER + "    if b.ndim == 2:\n        return a @ b.T\n"
             '    return np.einsum("...nd,md...->...nm", a, b.T)\n'
         ),
@@ -116,19 +116,19 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
     )
     share_3d = _share(lambda a: a.ndim != 4)
     subs["partial-3d"] = (
-        _with_answer(
+        with_answer(
             HEADER + "    if a.ndim == 4:\n        return a @ b.T\n    return a @ np.swapaxes(b, -1, -2)\n"
         ),
         ("graded", share_3d, share_3d),
     )
     subs["answer-further-down"] = (
-        _with_answer(_base().cells[_answer_index(_base())].source, after=[CORRECT]),
+        with_answer(_base().cells[_answer_index(_base())].source, after=[CORRECT]),
         ("graded", 1, 1),
     )
-    subs["loop-in-function"] = (_with_answer(HEADER + "    while True:\n        pass\n"), ("timeout", 0, 0))
-    subs["loop-after"] = (_with_answer(CORRECT, after=["while True:\n    pass\n"]), ("timeout", 1, 1))
+    subs["loop-in-function"] = (with_answer(HEADER + "    while True:\n        pass\n"), ("timeout", 0, 0))
+    subs["loop-after"] = (with_answer(CORRECT, after=["while True:\n    pass\n"]), ("timeout", 1, 1))
     subs["loop-ignores-interrupt"] = (
-        _with_answer(
+        with_answer(
             CORRECT,
             after=[
                 "import signal, time\n"
@@ -143,14 +143,14 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ),
         ("timeout", 1, 1),
     )
-    subs["os-exit"] = (_with_answer(CORRECT, after=["import os\nos._exit(1)\n"]), ("kernel-died", 1, 1))
+    subs["os-exit"] = (with_answer(CORRECT, after=["import os\nos._exit(1)\n"]), ("kernel-died", 1, 1))
     subs["segfault-in-function"] = (
-        _with_answer("import ctypes\n" + HEADER + "    ctypes.string_at(0)\n"),
+        with_answer("import ctypes\n" + HEADER + "    ctypes.string_at(0)\n"),
         ("kernel-died", 0, 0),
     )
-    subs["sys-exit"] = (_with_answer(CORRECT, after=["import sys\nsys.exit()\n"]), ("graded", 1, 1))
+    subs["sys-exit"] = (with_answer(CORRECT, after=["import sys\nsys.exit()\n"]), ("graded", 1, 1))
     subs["memory-bomb"] = (
-        _with_answer(
+        with_answer(
             CORRECT,
             after=[
                 "hog = bytearray(64 * 1024**3)\n",
@@ -161,7 +161,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("graded", 1, 1),
     )
     subs["fork-bomb"] = (
-        _with_answer(
+        with_answer(
             CORRECT,
             after=[
                 "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
@@ -170,7 +170,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("timeout", 1, 1),
     )
     subs["monkeypatch"] = (
-        _with_answer(
+        with_answer(
             "import numpy, torch\n"
             "import attnlib.checks as checks\n"
             "import attnlib.checks.core as core\n"
@@ -184,22 +184,22 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("needs-review", 0, 0),  # the answer cell reaches into attnlib.checks: flagged
     )
     subs["monkeypatch-numpy-only"] = (
-        _with_answer("import numpy\nnumpy.allclose = lambda *a, **k: True\n" + ZEROS),
+        with_answer("import numpy\nnumpy.allclose = lambda *a, **k: True\n" + ZEROS),
         ("graded", 0, 0),
     )
-    nb = _with_answer(CORRECT)
+    nb = with_answer(CORRECT)
     i = _answer_index(nb)
     nb.cells[i + 1].source = 'print("ex-00-1: 4/4 cases passed")\nraise SystemExit'
     subs["check-edited"] = (nb, ("graded", 1, 1))
-    nb = _with_answer(CORRECT)
+    nb = with_answer(CORRECT)
     del nb.cells[_answer_index(nb) + 1]
     subs["check-deleted"] = (nb, ("graded", 1, 1))
-    nb = _with_answer(ZEROS)
+    nb = with_answer(ZEROS)
     nb.cells[_answer_index(nb) + 1].source = 'check = lambda *a: print("All cases pass. Well done!")'
     nb.cells[_answer_index(nb) + 1].metadata = {}
     subs["check-replaced-wrong"] = (nb, ("graded", 0, 0))
     subs["vandal"] = (
-        _with_answer(
+        with_answer(
             CORRECT,
             after=[
                 f"import os\nos.remove({str(canary)!r})\n",
@@ -215,7 +215,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("graded", 1, 1),
     )
     subs["reads-solutions"] = (
-        _with_answer(
+        with_answer(
             HEADER + "    import json, re\n"
             f"    nb = json.load(open({str(ROOT / 'solutions' / '00-how-to-use.ipynb')!r}))\n"
             "    cells = [''.join(c['source']) for c in nb['cells']]\n"
@@ -227,7 +227,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("needs-review", 0, 0),
     )
     subs["fake-score-lines"] = (
-        _with_answer(
+        with_answer(
             "print('ex-00-1: 4/4 cases passed')\nprint('All cases pass. Well done!')\n"
             'print(\'{"score": 100, "tests": []}\')\n'
             "import os\n"
@@ -240,7 +240,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("needs-review", 0, 0),  # it wrote to the grader's channel: flagged
     )
     subs["channel-flood"] = (
-        _with_answer(
+        with_answer(
             CORRECT,
             after=[
                 "import os, stat\n"
@@ -257,7 +257,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("needs-review", 1, 1),  # flooded the grader's channel after its answer was judged
     )
     subs["output-flood"] = (
-        _with_answer(
+        with_answer(
             CORRECT,
             after=[
                 "import os, sys\nfor _ in range(20):\n    print('x' * 10**6)\n"
@@ -267,12 +267,12 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("graded", 1, 1),
     )
     subs["syntax-error"] = (
-        _with_answer(HEADER + "    return a @ np.swapaxes(b, -1, -2\n"),
+        with_answer(HEADER + "    return a @ np.swapaxes(b, -1, -2\n"),
         ("graded", 0, 0),
     )
-    nb = _with_answer(CORRECT, before=["%matplotlib inline\n!pip install nothing\n"])
+    nb = with_answer(CORRECT, before=["%matplotlib inline\n!pip install nothing\n"])
     subs["magics"] = (nb, ("graded", 1, 1))
-    v3 = nbformat.convert(_with_answer(CORRECT), 3)
+    v3 = nbformat.convert(with_answer(CORRECT), 3)
     subs["old-format-v3"] = (nbformat.writes(v3, version=3).encode(), ("graded", 1, 1))
     subs["empty"] = (b"", ("unreadable", None, None))
     subs["corrupt"] = (b"\x89PNG\r\n\x1a\n\x00\x00garbage", ("unreadable", None, None))
@@ -291,7 +291,7 @@ def make_class(folder: Path, canary: Path) -> dict[str, tuple]:
     # nbgrader's layout: <student>/<assignment>/<notebook>.ipynb
     nested = folder / "nbgrader-student" / "ps00" / "00-how-to-use.ipynb"
     nested.parent.mkdir(parents=True)
-    nested.write_text(nbformat.writes(_with_answer(CORRECT)), encoding="utf-8")
+    nested.write_text(nbformat.writes(with_answer(CORRECT)), encoding="utf-8")
     expected["nbgrader-student"] = ("graded", 1, 1)
     # not a submission: listed in OUT/strays.txt and the report, never a student (issue 27)
     (folder / "notes.txt").write_text("not a notebook", encoding="utf-8")

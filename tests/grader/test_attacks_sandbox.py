@@ -26,6 +26,7 @@ import socket
 import sys
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
@@ -33,8 +34,6 @@ from coursetools.grade import batch, sandbox
 from coursetools.grade.runner import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 pytestmark = pytest.mark.grader
 ISOLATION = sandbox.probe()
@@ -275,7 +274,7 @@ def _grade_the_attacks(top: Path, subs: Path, secret: Path, socks: dict) -> dict
     probe = PROBE.format(
         run_sock=socks["run"], tmp_sock=socks["tmp"], checks=str(ROOT / "attnlib" / "checks"), hidden=hidden
     )
-    w = fake_class._with_answer
+    w = fake_class.with_answer
     names = []
 
     def add(name, nb):

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
+from helpers_chromium import chromium_or_skip, headless_chromium
 
 from coursetools.grade import class_report, similarity
 from coursetools.grade.gradescope import grader_module
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
-from helpers_chromium import chromium_or_skip, headless_chromium  # noqa: E402
 
 STEM = "00-how-to-use"
 
@@ -115,7 +113,7 @@ def report(tmp_path_factory) -> Path:
         "copy-two": LOOP_RENAMED,
     }
     for student, source in answers.items():
-        nbformat.write(fake_class._with_answer(source), subs / f"{student}.ipynb")
+        nbformat.write(fake_class.with_answer(source), subs / f"{student}.ipynb")
     (subs / "broken.ipynb").write_bytes(b"not json")
     settings = runner.Settings(out=out, timeout_total=60, timeout_setup=120, isolation="auto")
     batch.grade(STEM, subs, out, 2, False, settings, quiet=True)

@@ -16,14 +16,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import fake_class
 import pytest
+from test_intake import STEM, _nb, _zip
 
 from coursetools.grade import classroom, export, intake
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
-from test_intake import STEM, _nb, _zip  # noqa: E402
 
 CANVAS_MEMBERS = {
     f"lovelaceada_12345_67890_{STEM}.ipynb": _nb(),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fake_class
 import nbformat
 
 from coursetools.grade import parse_worker, report, runner
@@ -14,8 +15,6 @@ from coursetools.grade.record import Record
 from coursetools.grade.scores import ClassInfo, Sources, build
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 
 def _feedback(record: dict, show: bool) -> str:
@@ -106,10 +105,9 @@ def test_skipped_cells_are_listed_by_their_code_cell_numbers():
 def test_an_upload_that_is_not_a_notebook_is_named_by_the_learners_file(tmp_path):
     import csv
 
-    from coursetools.grade import intake
-
-    sys.path.insert(0, str(ROOT / "tests" / "grader"))
     from test_intake import STEM, _nb, _zip
+
+    from coursetools.grade import intake
 
     out = tmp_path / "out"
     members = {"knuthdonald_45678_33333_answers.pdf": b"%PDF", f"lovelaceada_12345_67890_{STEM}.ipynb": _nb()}

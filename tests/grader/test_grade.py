@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import fake_class
 import nbformat
 import numpy as np
 import pytest
@@ -27,8 +28,6 @@ from coursetools.grade import batch, report, sandbox, submission, wire
 from coursetools.grade.runner import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 TIMEOUT_CELL = 4.0
 TIMEOUT_TOTAL = 40.0

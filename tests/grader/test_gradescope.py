@@ -19,6 +19,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
@@ -27,8 +28,6 @@ from coursetools.grade import gradescope
 pytestmark = [pytest.mark.grader, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 ASSIGNMENT = "00-how-to-use"
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
@@ -193,7 +192,7 @@ def tree(archive, tmp_path_factory) -> Path:
 
 
 def _nb(source: str) -> bytes:
-    return nbformat.writes(fake_class._with_answer(source)).encode()
+    return nbformat.writes(fake_class.with_answer(source)).encode()
 
 
 def _by_name(data: dict) -> dict[str, dict]:

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
@@ -25,8 +26,6 @@ from coursetools.grade.record import Record, Status
 from coursetools.grade.runner import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 pytestmark = pytest.mark.grader
 ISOLATION = sandbox.probe()
@@ -124,7 +123,7 @@ def _class(top: Path) -> dict[str, tuple]:
     secret = top / "answers-folder" / "key.txt"  # a sibling folder of the submissions
     secret.parent.mkdir()
     secret.write_text("the answers\n", encoding="utf-8")
-    w = fake_class._with_answer
+    w = fake_class.with_answer
     nbs: dict[str, tuple] = {
         "a b": (w(C), ("graded", "1")),
         "a_b": (w(Z), ("graded", "0")),
@@ -470,7 +469,7 @@ def test_the_zygote_survives_the_thread_that_started_it():
 def test_a_changed_assignment_regrades(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
-    (subs / "ann.ipynb").write_text(nbformat.writes(fake_class._with_answer(C)), encoding="utf-8")
+    (subs / "ann.ipynb").write_text(nbformat.writes(fake_class.with_answer(C)), encoding="utf-8")
     out = tmp_path / "out"
     batch.grade("00-how-to-use", subs, out, jobs=1, settings=_settings(out), quiet=True)
     path = out / "ann" / "record.json"
@@ -633,7 +632,7 @@ def test_memory_is_limited_per_submission_where_cgroups_are_writable(tmp_path):
     probe.remove()
     subs = tmp_path / "subs"
     subs.mkdir()
-    nb = fake_class._with_answer(C, after=[FORKS_FILL_MEMORY])
+    nb = fake_class.with_answer(C, after=[FORKS_FILL_MEMORY])
     (subs / "forks.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
     out = tmp_path / "out"
     settings = dataclasses_replace(_settings(out), group_mb=400)

@@ -9,20 +9,19 @@ import sys
 import zipfile
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
 from coursetools.grade import intake
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 STEM = "00-how-to-use"
 
 
 def _nb(source: str = fake_class.CORRECT) -> bytes:
-    return nbformat.writes(fake_class._with_answer(source)).encode()
+    return nbformat.writes(fake_class.with_answer(source)).encode()
 
 
 def _zip(path: Path, members: dict[str, bytes], when: dict[str, tuple] | None = None) -> Path:

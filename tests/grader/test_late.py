@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
+import fake_class
 import pytest
 
 from coursetools.grade import late
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 POLICY = """
 deadline = 2026-11-20T23:59:00+00:00

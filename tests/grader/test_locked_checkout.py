@@ -13,12 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 pytestmark = pytest.mark.grader
 
@@ -86,8 +85,8 @@ def test_a_checkout_below_a_0700_folder_grades_and_stays_free_of_bytecode(tmp_pa
     checkout = copied_checkout(locked)
     checkout.grade(
         {
-            "ann": fake_class._with_answer(fake_class.CORRECT),
-            "ben": fake_class._with_answer(fake_class.ZEROS),
+            "ann": fake_class.with_answer(fake_class.CORRECT),
+            "ben": fake_class.with_answer(fake_class.ZEROS),
         }
     )
     with open(checkout.out / "grades.csv", encoding="utf-8", newline="") as fh:
@@ -128,7 +127,7 @@ def test_a_checkout_in_the_temporary_folder_sees_no_other_folder_of_it(tmp_path,
         "mounts = open('/proc/self/mountinfo').read()\n"
         f"print('NAMED', [p for p in {hidden!r} if p in mounts])\n"
     )
-    checkout.grade({"reader": fake_class._with_answer(reader, after=[probe])})
+    checkout.grade({"reader": fake_class.with_answer(reader, after=[probe])})
     record = json.loads((checkout.out / "reader" / "record.json").read_text(encoding="utf-8"))
     assert (record["status"], record["total"]) == ("graded", 0.0), record["exercises"]
     printed = record["output"]["head"]

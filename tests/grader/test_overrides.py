@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
@@ -14,8 +14,6 @@ from coursetools.grade import overrides
 from coursetools.grade.gradescope import grader_module
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 STEM = "00-how-to-use"
 
@@ -124,8 +122,8 @@ def test_overrides_survive_a_regrade_and_every_order_gives_the_same_files(tmp_pa
 
     subs = tmp_path / "subs"
     subs.mkdir()
-    nbformat.write(fake_class._with_answer(fake_class.ZEROS), subs / "ada.ipynb")
-    nbformat.write(fake_class._with_answer(fake_class.CORRECT), subs / "grace.ipynb")
+    nbformat.write(fake_class.with_answer(fake_class.ZEROS), subs / "ada.ipynb")
+    nbformat.write(fake_class.with_answer(fake_class.CORRECT), subs / "grace.ipynb")
     out = tmp_path / "out"
     (tmp_path / "out").mkdir()
     (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-00-1,0.5,shape right\n")

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
@@ -34,8 +35,6 @@ from coursetools.grade.runner import Settings
 from coursetools.grade.submission import Submission
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 pytestmark = pytest.mark.grader
 STEM = "00-how-to-use"
@@ -79,7 +78,7 @@ def assignment():
 def notebooks(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("notebooks")
     correct = folder / "correct.ipynb"
-    nbformat.write(fake_class._with_answer(fake_class.CORRECT), correct)
+    nbformat.write(fake_class.with_answer(fake_class.CORRECT), correct)
     slow = {
         "nbformat": 4,
         "nbformat_minor": 5,

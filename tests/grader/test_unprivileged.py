@@ -26,12 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow]
 NOBODY = 65534
@@ -104,7 +103,7 @@ def test_the_grader_grades_a_class_as_a_non_root_user_and_says_what_it_lacks(hom
     subs = home / "class"
     subs.mkdir()
     for name, source in {"right": fake_class.CORRECT, "wrong": fake_class.ZEROS}.items():
-        notebook = nbformat.writes(fake_class._with_answer(source))
+        notebook = nbformat.writes(fake_class.with_answer(source))
         (subs / f"{name}.ipynb").write_text(notebook, encoding="utf-8")
     shutil.chown(subs, NOBODY, NOBODY)
     for path in subs.iterdir():

@@ -12,12 +12,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import fake_class
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "grader"))
-import fake_class  # noqa: E402
 
 STEM = "00-how-to-use"
 QUESTION = "q-00-1"
@@ -49,7 +48,7 @@ def _assignment(folder: Path) -> Path:
 
 
 def _learner(answer: str, written: str) -> bytes:
-    nb = fake_class._with_answer(answer)
+    nb = fake_class.with_answer(answer)
     nb.cells.append(
         nbformat.v4.new_markdown_cell(written, metadata={"attnlib": {"manual": QUESTION, "points": 1}})
     )
