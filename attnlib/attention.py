@@ -7,7 +7,8 @@ import math
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._validate import as_shape, check_attention, check_flag, check_floating, check_scale
+from attnlib._tensors import check_floating_tensors
+from attnlib._validate import as_shape, check_attention, check_flag, check_scale
 from attnlib.functional import _LOW_PRECISION, softmax
 from attnlib.masks import causal_mask, check_mask_tensor
 
@@ -77,11 +78,7 @@ def scaled_dot_product_attention(
     tensor([[0.]])
     """
     fn = "scaled_dot_product_attention"
-    tensors = {"query": query, "key": key, "value": value}
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    check_floating(fn, [(n, str(t.dtype), t.is_floating_point()) for n, t in tensors.items()])
+    check_floating_tensors(fn, query=query, key=key, value=value)
     if attn_mask is not None:
         check_mask_tensor(fn, "attn_mask", attn_mask)
     is_causal = check_flag(fn, "is_causal", is_causal)

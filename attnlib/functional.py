@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from attnlib._doc import TORCH
+from attnlib._tensors import check_tensors
 from attnlib._validate import as_shape, check_dim, check_keepdim, check_mask, kept_shape
 from attnlib.masks import check_mask_tensor
 
@@ -28,8 +29,7 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _check_float(fn: str, name: str, x: object) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    check_tensors(fn, **{name: x})
     if not x.is_floating_point():
         raise TypeError(f"{fn}: {name} must be a floating point tensor, got dtype {x.dtype}")
 

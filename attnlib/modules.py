@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlib._tensors import check_tensors
 from attnlib._validate import as_shape, check_flag, check_length, check_positive_int, check_probability
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.functional import masked_softmax
@@ -28,9 +29,8 @@ __all__ = [
 def _check_inputs(fn: str, module: nn.Module, sizes: dict[str, int | None], **tensors: torch.Tensor) -> None:
     """Tensors of the module's dtype, with the last dimension ``sizes[name]`` (None: any size)."""
     dtype = next(module.parameters()).dtype
+    check_tensors(fn, **tensors)
     for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype != dtype:
             raise TypeError(
                 f"{fn}: {name} has dtype {t.dtype} but the module's weights are {dtype}"
@@ -176,8 +176,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
             [6., 7.]])
     """
     fn = "split_heads"
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+    check_tensors(fn, x=x)
     num_heads = check_positive_int(fn, "num_heads", num_heads)
     if x.dim() != 3:
         raise ValueError(f"{fn}: x must have shape (B, L, D), got {as_shape(x.shape)}")
@@ -216,8 +215,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     True
     """
     fn = "merge_heads"
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+    check_tensors(fn, x=x)
     if x.dim() != 4:
         raise ValueError(f"{fn}: x must have shape (B, h, L, d), got {as_shape(x.shape)}")
     B, h, L, d = x.shape

@@ -20,6 +20,7 @@ import math
 import torch
 from torch import nn
 
+from attnlib._tensors import check_tensors
 from attnlib._validate import check_flag, check_greater, check_length, check_positive_int
 
 __all__ = [
@@ -173,8 +174,7 @@ def rope_angles(
     (torch.Size([3, 2]), [0.0, 0.0])
     """
     fn = "rope_angles"
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"{fn}: positions must be a torch.Tensor, got {type(positions).__name__}")
+    check_tensors(fn, positions=positions)
     dim = check_length(fn, "dim", dim)
     if dim % 2:
         raise ValueError(f"{fn}: dim must be even to form pairs, got {dim}")
@@ -213,8 +213,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     True
     """
     fn = "apply_rope"
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+    check_tensors(fn, x=x)
     if not x.is_floating_point():
         raise TypeError(f"{fn}: x must be floating point, got {x.dtype}")
     if x.dim() < 2:

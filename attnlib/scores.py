@@ -12,7 +12,8 @@ import math
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._validate import check_additive, check_floating, check_general, check_query_key, check_scale
+from attnlib._tensors import check_floating_tensors
+from attnlib._validate import check_additive, check_general, check_query_key, check_scale
 from attnlib.functional import _upcast
 
 __all__ = [
@@ -24,16 +25,9 @@ __all__ = [
 ]
 
 
-def _check_tensors(fn: str, **tensors: torch.Tensor) -> None:
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    check_floating(fn, [(n, str(t.dtype), t.is_floating_point()) for n, t in tensors.items()])
-
-
 def _check_query_key(fn: str, query: torch.Tensor, key: torch.Tensor) -> None:
     """query (..., L, E) and key (..., S, E): floating tensors of one dtype, batch dimensions broadcasting."""
-    _check_tensors(fn, query=query, key=key)
+    check_floating_tensors(fn, query=query, key=key)
     check_query_key(fn, query.shape, key.shape)
 
 
@@ -89,7 +83,7 @@ def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor)
     tensor([[3.]])
     """
     fn = "general_scores"
-    _check_tensors(fn, query=query, key=key, weight=weight)
+    check_floating_tensors(fn, query=query, key=key, weight=weight)
     check_general(fn, query.shape, key.shape, weight.shape)
     projected = _upcast(query) @ _upcast(weight)  # (..., L, E_q) @ (E_q, E_k) -> (..., L, E_k)
     return (projected @ _upcast(key).transpose(-2, -1)).to(query.dtype)  # (..., L, S)
@@ -135,7 +129,7 @@ def additive_scores(
     tensor([[0., 0., 0.]])
     """
     fn = "additive_scores"
-    _check_tensors(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
+    check_floating_tensors(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
     check_additive(fn, query.shape, key.shape, w_query.shape, w_key.shape, v.shape)
     dtype = query.dtype
     q = _upcast(query) @ _upcast(w_query).T  # (..., L, H)

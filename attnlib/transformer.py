@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlib._tensors import check_tensors
 from attnlib._validate import check_choice, check_flag, check_greater, check_positive_int, check_probability
 from attnlib.efficient import KVCache, decode_step
 from attnlib.modules import MultiHeadAttention, merge_heads, split_heads
@@ -154,8 +155,7 @@ class TransformerBlock(nn.Module):
 
     def _check_x(self, fn: str, x: object) -> None:
         """x must be a tensor (TypeError) of shape (B, L, D) (ValueError)."""
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+        check_tensors(fn, x=x)
         if x.dim() != 3 or x.shape[-1] != self.attn.embed_dim:
             raise ValueError(f"{fn}: x must be (B, L, {self.attn.embed_dim}), got {tuple(x.shape)}")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from attnlib._tensors import check_tensors
 from attnlib._validate import check_length, check_positive_int, check_scale
 from attnlib.efficient.tiled import tiled_attention
 
@@ -44,8 +45,7 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     >>> repeat_kv(torch.arange(2.0).reshape(1, 2, 1, 1), 2).flatten().tolist()
     [0.0, 0.0, 1.0, 1.0]
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"repeat_kv: x must be a torch.Tensor, got {type(x).__name__}")
+    check_tensors("repeat_kv", x=x)
     if x.dim() != 4:
         raise ValueError(f"repeat_kv: expected x of shape (B, Hkv, S, d), got {tuple(x.shape)}")
     n_rep = check_positive_int("repeat_kv", "n_rep", n_rep)
@@ -205,9 +205,7 @@ class KVCache:
         """
         B, H, _, d = self._k.shape
         dv = self._v.shape[-1]
-        for name, x in (("key", key), ("value", value)):
-            if not isinstance(x, torch.Tensor):
-                raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        check_tensors(fn, key=key, value=value)
         if (
             key.dim() != 4
             or value.dim() != 4
@@ -281,9 +279,7 @@ def decode_step(
     fn = "decode_step"
     if not isinstance(cache, KVCache):
         raise TypeError(f"{fn}: cache must be a KVCache, got {type(cache).__name__}")
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    check_tensors(fn, query=query, key=key, value=value)
     if query.dim() != 4 or key.dim() != 4 or query.shape[2] != key.shape[2]:
         raise ValueError(
             f"{fn}: expected query (B, Hq, t, E) and key (B, Hkv, t, E) with the same t; got "

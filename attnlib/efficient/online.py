@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attnlib._tensors import check_tensors
 from attnlib._validate import check_positive_int, check_real, check_scale
 
 __all__ = [
@@ -362,16 +363,7 @@ def tile_step(
              [1.]]])
     """
     fn = "tile_step"
-    for name, t in (
-        ("m", m),
-        ("l", l),
-        ("acc", acc),
-        ("q_tile", q_tile),
-        ("k_tile", k_tile),
-        ("v_tile", v_tile),
-    ):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    check_tensors(fn, m=m, l=l, acc=acc, q_tile=q_tile, k_tile=k_tile, v_tile=v_tile)
     scale = check_scale(fn, scale)
     if scale is None:
         scale = 1.0 / math.sqrt(q_tile.shape[-1]) if q_tile.shape[-1] else 1.0

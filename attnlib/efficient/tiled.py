@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlib._tensors import check_floating_tensors, check_tensors
 from attnlib._validate import (
     check_attention,
     check_flag,
-    check_floating,
     check_integer,
     check_mask,
     check_positive_int,
@@ -211,9 +211,8 @@ def _group_heads(fn, query, key, value):
     Returns q (B * Hkv, Hq / Hkv, L, E), k (B * Hkv, S, E), v (B * Hkv, S, Ev), the masks'
     batch shape (B, Hq) and the output's.
     """
+    check_tensors(fn, query=query, key=key, value=value)
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"{fn}: {name} must have shape (B, H, seq, dim), got {tuple(t.shape)}")
     shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
@@ -232,11 +231,7 @@ def _group_heads(fn, query, key, value):
 
 def _check_qkv(fn, query, key, value):
     """Validate through attnlib._validate (the same errors as attnlib.attention)."""
-    tensors = {"query": query, "key": key, "value": value}
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    check_floating(fn, [(name, str(t.dtype), t.is_floating_point()) for name, t in tensors.items()])
+    check_floating_tensors(fn, query=query, key=key, value=value)
     batch, L, S = check_attention(fn, query.shape, key.shape, value.shape)
     return tuple(batch), L, S, query.shape[-1], value.shape[-1]
 
