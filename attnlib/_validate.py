@@ -7,6 +7,7 @@ very same messages without either backend importing the other.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 
@@ -328,6 +329,17 @@ def check_scale(fn: str, scale: object) -> float | None:
     if isinstance(scale, BOOLS) or not isinstance(scale, numbers.Real):
         raise TypeError(f"{fn}: scale must be a real number or None, got {type(scale).__name__}")
     return float(scale)
+
+
+def default_scale(head_dim: int) -> float:
+    """The softmax scale when none is given, as torch's: ``1/sqrt(E)``; 1.0 for E = 0 (scores all 0)."""
+    return 1.0 / math.sqrt(head_dim) if head_dim > 0 else 1.0
+
+
+def scale_or_default(fn: str, scale: object, head_dim: int) -> float:
+    """``scale`` checked by :func:`check_scale`, or :func:`default_scale` of ``head_dim`` when it is None."""
+    scale = check_scale(fn, scale)
+    return default_scale(head_dim) if scale is None else scale
 
 
 def check_real(fn: str, name: str, value: object) -> float:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from attnlib._doc import TORCH
 from attnlib._tensors import check_floating_tensors
-from attnlib._validate import as_shape, check_attention, check_flag, check_scale
+from attnlib._validate import as_shape, check_attention, check_flag, check_scale, default_scale
 from attnlib.functional import _LOW_PRECISION, softmax
 from attnlib.masks import causal_mask, check_mask_tensor
 
@@ -93,7 +91,7 @@ def scaled_dot_product_attention(
         query, key, value = query.float(), key.float(), value.float()
     E = query.shape[-1]
     if scale is None:
-        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0  # E = 0: every score is 0 anyway
+        scale = default_scale(E)
 
     scores = (query @ key.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
     if is_causal:

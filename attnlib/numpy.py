@@ -10,8 +10,6 @@ filled in from `attnlib._doc` (``help(dot_scores)`` shows the full text).
 from __future__ import annotations
 
 import functools
-import math
-import numbers
 
 import numpy as np
 
@@ -29,6 +27,7 @@ from attnlib._validate import (
     check_query_key,
     kept_shape,
     lengths_list,
+    scale_or_default,
 )
 
 __all__ = [
@@ -230,15 +229,6 @@ def _t(x: np.ndarray) -> np.ndarray:
     return np.swapaxes(x, -1, -2)
 
 
-def _scale(fn: str, scale: object, E: int) -> float:
-    """``scale`` or its default ``1/sqrt(E)`` (1 when E = 0); TypeError for a non-number."""
-    if scale is None:
-        return 1.0 / math.sqrt(E) if E > 0 else 1.0
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"{fn}: scale must be a real number or None, got {type(scale).__name__}")
-    return float(scale)
-
-
 @_quiet
 @NUMPY
 def dot_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -269,7 +259,7 @@ def scaled_dot_scores(query: np.ndarray, key: np.ndarray, scale: float | None = 
     """
     fn = "scaled_dot_scores"
     query, key = _query_key(fn, query, key)
-    scale = _scale(fn, scale, query.shape[-1])
+    scale = scale_or_default(fn, scale, query.shape[-1])
     q = _upcast(query)
     return ((q @ _t(_upcast(key))) * q.dtype.type(scale)).astype(query.dtype)  # (..., L, S)
 
@@ -395,7 +385,7 @@ def scaled_dot_product_attention(
     is_causal = check_flag(fn, "is_causal", is_causal)
     return_weights = check_flag(fn, "return_weights", return_weights)
     _, L, S = check_attention(fn, query.shape, key.shape, value.shape, None if mask is None else mask.shape)
-    scale = _scale(fn, scale, query.shape[-1])
+    scale = scale_or_default(fn, scale, query.shape[-1])
 
     out_dtype = query.dtype
     query, key, value = _upcast(query), _upcast(key), _upcast(value)

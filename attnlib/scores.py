@@ -7,13 +7,11 @@ bfloat16 inputs are computed in float32 and the scores cast back.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from attnlib._doc import TORCH
 from attnlib._tensors import check_floating_tensors
-from attnlib._validate import check_additive, check_general, check_query_key, check_scale
+from attnlib._validate import check_additive, check_general, check_query_key, scale_or_default
 from attnlib.functional import _upcast
 
 __all__ = [
@@ -63,10 +61,7 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
     """
     fn = "scaled_dot_scores"
     _check_query_key(fn, query, key)
-    scale = check_scale(fn, scale)
-    E = query.shape[-1]
-    if scale is None:
-        scale = 1.0 / math.sqrt(E) if E > 0 else 1.0
+    scale = scale_or_default(fn, scale, query.shape[-1])
     out = (_upcast(query) @ _upcast(key).transpose(-2, -1)) * scale  # (..., L, S)
     return out.to(query.dtype)
 

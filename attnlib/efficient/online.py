@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from attnlib._tensors import check_tensors
-from attnlib._validate import check_positive_int, check_real, check_scale
+from attnlib._validate import check_positive_int, check_real, scale_or_default
 
 __all__ = [
     "OnlineSoftmaxState",
@@ -196,9 +196,7 @@ def online_attention_row_numpy(
         if mask.shape != (k.shape[0],):
             raise ValueError(f"{fn}: mask must have shape (S,) = ({k.shape[0]},), got {mask.shape}")
     block_size = check_positive_int(fn, "block_size", block_size)
-    scale = check_scale(fn, scale)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[0]) if q.shape[0] else 1.0
+    scale = scale_or_default(fn, scale, q.shape[0])
 
     m, l = -math.inf, 0.0
     acc = np.zeros(v.shape[1])
@@ -364,9 +362,7 @@ def tile_step(
     """
     fn = "tile_step"
     check_tensors(fn, m=m, l=l, acc=acc, q_tile=q_tile, k_tile=k_tile, v_tile=v_tile)
-    scale = check_scale(fn, scale)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q_tile.shape[-1]) if q_tile.shape[-1] else 1.0
+    scale = scale_or_default(fn, scale, q_tile.shape[-1])
     s = scale * q_tile @ k_tile.transpose(-2, -1)  # (..., Bq, Bk)
     if allowed is not None:
         s = s.masked_fill(~allowed, -math.inf)

@@ -25,7 +25,7 @@ from attnlib._validate import (
     check_integer,
     check_mask,
     check_positive_int,
-    check_scale,
+    scale_or_default,
 )
 from attnlib.efficient import online
 from attnlib.functional import work_dtype
@@ -281,9 +281,7 @@ class _Plan:
         )
         is_causal = check_flag(fn, "is_causal", is_causal)
         diagonal = check_integer(fn, "diagonal", diagonal)
-        scale = check_scale(fn, scale)
-        if scale is None:
-            scale = 1.0 / math.sqrt(E) if E > 0 else 1.0  # E = 0: every score is 0, as torch
+        scale = scale_or_default(fn, scale, E)
         return cls(masks, is_causal, diagonal, scale, block_q, block_k)
 
     def key_end(self, i1: int, S: int) -> int:
