@@ -1,8 +1,11 @@
-"""The torch side of the argument checks: is an argument a tensor, of a floating dtype.
+"""The torch side of attnlib's rules: which tensors it takes, and the dtype it computes in.
 
 :mod:`attnlib._validate` holds the rules both backends share and works on plain
 shapes and flags; what only a ``torch.Tensor`` can be asked is asked here, so that
 every public torch function refuses a non-tensor in the same words, from one place.
+The dtype policy lives here too: float16 and bfloat16 are computed in float32 (an
+exponential or a sum of squares overflows half precision long before the result
+does) and cast back; every other floating dtype is computed as it is.
 """
 
 from __future__ import annotations
@@ -10,6 +13,49 @@ from __future__ import annotations
 import torch
 
 from attnlib._validate import check_floating
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype attnlib computes in: float32 for float16 and bfloat16, any other float as it is.
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        The inputs' dtype.
+
+    Returns
+    -------
+    torch.dtype
+
+    Examples
+    --------
+    >>> work_dtype(torch.bfloat16), work_dtype(torch.float64)
+    (torch.float32, torch.float64)
+    """
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def upcast(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in :func:`work_dtype` of its dtype (the same tensor when that is its own).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Floating, any shape.
+
+    Returns
+    -------
+    torch.Tensor
+        ``x``'s shape.
+
+    Examples
+    --------
+    >>> upcast(torch.ones(2, dtype=torch.float16)).dtype
+    torch.float32
+    """
+    return x.to(work_dtype(x.dtype))
 
 
 def check_tensors(fn: str, **tensors: object) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._tensors import check_floating_tensors
+from attnlib._tensors import LOW_PRECISION, check_floating_tensors
 from attnlib._validate import as_shape, check_attention, check_flag, check_scale, default_scale
-from attnlib.functional import _LOW_PRECISION, softmax
+from attnlib.functional import softmax
 from attnlib.masks import causal_mask, check_mask_tensor
 
 __all__ = ["scaled_dot_product_attention"]
@@ -86,7 +86,7 @@ def scaled_dot_product_attention(
     _, L, S = check_attention(fn, query.shape, key.shape, value.shape, mask_shape)
 
     out_dtype = query.dtype
-    if out_dtype in _LOW_PRECISION:
+    if out_dtype in LOW_PRECISION:
         # half precision overflows in q k^T long before softmax sees it
         query, key, value = query.float(), key.float(), value.float()
     E = query.shape[-1]

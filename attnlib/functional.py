@@ -19,13 +19,11 @@ from __future__ import annotations
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._tensors import check_tensors
+from attnlib._tensors import check_tensors, upcast
 from attnlib._validate import as_shape, check_dim, check_keepdim, check_mask, kept_shape
 from attnlib.masks import check_mask_tensor
 
 __all__ = ["log_softmax", "logsumexp", "masked_softmax", "softmax"]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _check_float(fn: str, name: str, x: object) -> None:
@@ -43,16 +41,6 @@ def _check_x_dim(fn: str, x: object, dim: object) -> int:
 def _empty_along(x: torch.Tensor, dim: int) -> bool:
     """True when the slices along ``dim`` hold no entries (a 0-d tensor is one entry)."""
     return x.dim() > 0 and x.shape[dim] == 0
-
-
-def work_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype attnlib computes in: float32 for float16 and bfloat16, any other float as it is."""
-    return torch.float32 if dtype in _LOW_PRECISION else dtype
-
-
-def _upcast(x: torch.Tensor) -> torch.Tensor:
-    """Half and bfloat16 are computed in float32; other floats as they are."""
-    return x.to(work_dtype(x.dtype))
 
 
 def _shifted_exp(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -107,7 +95,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     dim = _check_x_dim("softmax", x, dim)
     if _empty_along(x, dim):
         return x.clone()
-    _, e, s = _shifted_exp(_upcast(x), dim)
+    _, e, s = _shifted_exp(upcast(x), dim)
     # an all -inf slice has s == 0 and e == 0; dividing by 1 keeps it at zero
     out = e / _nonzero(s)
     return out.to(x.dtype)
@@ -143,7 +131,7 @@ def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     dim = _check_x_dim("log_softmax", x, dim)
     if _empty_along(x, dim):
         return x.clone()
-    xf = _upcast(x)
+    xf = upcast(x)
     m, _, s = _shifted_exp(xf, dim)
     out = xf - m - torch.log(_nonzero(s))
     return out.to(x.dtype)
@@ -185,7 +173,7 @@ def logsumexp(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Te
     fn = "logsumexp"
     dim = _check_x_dim(fn, x, dim)
     check_keepdim(fn, keepdim)
-    xf = _upcast(x)
+    xf = upcast(x)
     if _empty_along(x, dim):  # the log of an empty sum
         out = torch.full(kept_shape(x.shape, dim), float("-inf"), dtype=xf.dtype, device=x.device)
     else:

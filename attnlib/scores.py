@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._tensors import check_floating_tensors
+from attnlib._tensors import check_floating_tensors, upcast
 from attnlib._validate import check_additive, check_general, check_query_key, scale_or_default
-from attnlib.functional import _upcast
 
 __all__ = [
     "additive_scores",
@@ -41,7 +40,7 @@ def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     tensor([[11.,  1.]])
     """
     _check_query_key("dot_scores", query, key)
-    out = _upcast(query) @ _upcast(key).transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    out = upcast(query) @ upcast(key).transpose(-2, -1)  # (..., L, E) @ (..., E, S) -> (..., L, S)
     return out.to(query.dtype)
 
 
@@ -62,7 +61,7 @@ def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor, scale: float | Non
     fn = "scaled_dot_scores"
     _check_query_key(fn, query, key)
     scale = scale_or_default(fn, scale, query.shape[-1])
-    out = (_upcast(query) @ _upcast(key).transpose(-2, -1)) * scale  # (..., L, S)
+    out = (upcast(query) @ upcast(key).transpose(-2, -1)) * scale  # (..., L, S)
     return out.to(query.dtype)
 
 
@@ -80,8 +79,8 @@ def general_scores(query: torch.Tensor, key: torch.Tensor, weight: torch.Tensor)
     fn = "general_scores"
     check_floating_tensors(fn, query=query, key=key, weight=weight)
     check_general(fn, query.shape, key.shape, weight.shape)
-    projected = _upcast(query) @ _upcast(weight)  # (..., L, E_q) @ (E_q, E_k) -> (..., L, E_k)
-    return (projected @ _upcast(key).transpose(-2, -1)).to(query.dtype)  # (..., L, S)
+    projected = upcast(query) @ upcast(weight)  # (..., L, E_q) @ (E_q, E_k) -> (..., L, E_k)
+    return (projected @ upcast(key).transpose(-2, -1)).to(query.dtype)  # (..., L, S)
 
 
 @TORCH
@@ -99,7 +98,7 @@ def cosine_scores(query: torch.Tensor, key: torch.Tensor, eps: float = 1e-8) -> 
     tensor([[1., 0., 0.]])
     """
     _check_query_key("cosine_scores", query, key)
-    query, key, dtype = _upcast(query), _upcast(key), query.dtype
+    query, key, dtype = upcast(query), upcast(key), query.dtype
     q = query / query.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., L, E)
     k = key / key.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., S, E)
     return (q @ k.transpose(-2, -1)).to(dtype)  # (..., L, S)
@@ -127,8 +126,8 @@ def additive_scores(
     check_floating_tensors(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
     check_additive(fn, query.shape, key.shape, w_query.shape, w_key.shape, v.shape)
     dtype = query.dtype
-    q = _upcast(query) @ _upcast(w_query).T  # (..., L, H)
-    k = _upcast(key) @ _upcast(w_key).T  # (..., S, H)
+    q = upcast(query) @ upcast(w_query).T  # (..., L, H)
+    k = upcast(key) @ upcast(w_key).T  # (..., S, H)
     # every query meets every key: (..., L, 1, H) + (..., 1, S, H) -> (..., L, S, H)
     hidden = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))
-    return (hidden @ _upcast(v)).to(dtype)  # (..., L, S)
+    return (hidden @ upcast(v)).to(dtype)  # (..., L, S)

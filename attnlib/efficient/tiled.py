@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlib._tensors import check_floating_tensors, check_tensors
+from attnlib._tensors import check_floating_tensors, check_tensors, work_dtype
 from attnlib._validate import (
     check_attention,
     check_flag,
@@ -28,7 +28,6 @@ from attnlib._validate import (
     scale_or_default,
 )
 from attnlib.efficient import online
-from attnlib.functional import work_dtype
 from attnlib.masks import check_mask_tensor, expand_key_mask
 
 __all__ = ["grouped_query_attention", "tiled_attention"]
