@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from attnlib._doc import TORCH
-from attnlib._tensors import LOW_PRECISION, check_floating_tensors
-from attnlib._validate import as_shape, check_attention, check_flag, check_scale, default_scale
+from attnlib._tensors import check_floating_tensors, upcast
+from attnlib._validate import as_shape, check_attention, check_flag, scale_or_default
 from attnlib.functional import softmax
 from attnlib.masks import causal_mask, check_mask_tensor
 
@@ -81,17 +81,13 @@ def scaled_dot_product_attention(
         check_mask_tensor(fn, "attn_mask", attn_mask)
     is_causal = check_flag(fn, "is_causal", is_causal)
     return_weights = check_flag(fn, "return_weights", return_weights)
-    scale = check_scale(fn, scale)
+    scale = scale_or_default(fn, scale, query.shape[-1])
     mask_shape = None if attn_mask is None else as_shape(attn_mask.shape)
     _, L, S = check_attention(fn, query.shape, key.shape, value.shape, mask_shape)
 
     out_dtype = query.dtype
-    if out_dtype in LOW_PRECISION:
-        # half precision overflows in q k^T long before softmax sees it
-        query, key, value = query.float(), key.float(), value.float()
-    E = query.shape[-1]
-    if scale is None:
-        scale = default_scale(E)
+    # half precision overflows in q k^T long before softmax sees it: computed in float32
+    query, key, value = upcast(query), upcast(key), upcast(value)
 
     scores = (query @ key.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
     if is_causal:
