@@ -493,7 +493,7 @@ def draw_norm_placement():
         ("+", None),
     ]
     column(2.5, "post-norm (2017)", post)
-    column(7.5, "pre-norm (GPT-2 on)", pre)
+    column(7.5, "pre-norm (2018)", pre)
 
     # residual paths: from the branch point below a sublayer, around it, into its "+"
     def residual(x, y_from, y_to):
