@@ -28,7 +28,7 @@ from coursetools import assign
 from coursetools.grade import manual, publish, report, sandbox, scores
 from coursetools.grade.escape import key_ok
 from coursetools.grade.parse_worker import NotebookReader
-from coursetools.grade.paths import ROOT
+from coursetools.grade.paths import ROOT, reserved, unreserved
 from coursetools.grade.process import needed_paths
 from coursetools.grade.record import Record, Status
 from coursetools.grade.runner import Settings, base_env, grade_submission
@@ -149,9 +149,18 @@ def split_strays(subs: list[Submission], folder: Path) -> tuple[list[Submission]
 def safe_keys(subs: list[Submission]) -> None:
     """Every key begins with a letter or a digit (a key ``-1-1`` or ``=cmd`` is a formula in a
     spreadsheet and an option on a command line): such a key gets the prefix ``s``, and a
-    fingerprint of the original name when that collides."""
+    fingerprint of the original name when that collides. A key the output folder uses for
+    itself (``strays.txt``, ``class.json``, ``Feedback``: :data:`.paths.RESERVED`) gets the
+    prefix ``learner-``, as the intake gives it."""
     taken = {s.student.lower() for s in subs}
     for sub in subs:
+        if key_ok(sub.student) and reserved(sub.student):  # a name the output folder uses itself
+            key = unreserved(sub.student)
+            while key.lower() in taken:
+                key = "learner-" + key
+            taken.add(key.lower())
+            sub.student = key
+            continue
         if key_ok(sub.student):
             continue
         stem = "s" + "".join(

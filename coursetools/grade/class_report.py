@@ -461,7 +461,7 @@ def build_report_from(scores, assignment: Path | None = None) -> str:
         assignment,
         mean_text=scores.mean_text(),
         strays=scores.info.strays,
-        adjusted=sum(bool(g.adjustments) for g in scores.grades),
+        adjusted=sum(bool(g.changes) for g in scores.grades),
     )
 
 

@@ -60,8 +60,18 @@ def terminal(text: object, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+# a spreadsheet that splits fields on ";" (the list separator of many locales) makes a field
+# of whatever follows one: each such field is guarded like the cell's own start (a tab never
+# reaches a cell: visible() shows it as \x09)
+_INNER = re.compile(r"(;)([ ]*)(?=['=+\-@])")
+_INNER_GUARD = re.compile(r"(;)([ ]*)'(?=['=+\-@])")
+
+
 def csv_cell(value: object) -> str:
-    """A spreadsheet cell that shows ``value`` and never runs as a formula."""
+    """A spreadsheet cell that shows ``value`` and never runs as a formula: a leading ``'``
+    when it starts like one, and one after every ``;`` that a formula character
+    (or a ``'``) follows, since a ``;``-separated spreadsheet splits the cell there.
+    :func:`uncell` is its inverse on text it guarded."""
     if value is None:
         return ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -69,10 +79,19 @@ def csv_cell(value: object) -> str:
     text = str(value)
     if _NUMBER.match(text):
         return text
-    shown = visible(text)
+    shown = _INNER.sub(r"\1\2'", visible(text))
     if text.startswith(FORMULA_START) or shown.startswith(FORMULA_START):
         return "'" + shown
     return shown
+
+
+def uncell(value: str) -> str:
+    """A cell :func:`csv_cell` wrote, as it was meant (its formula guards removed): for a
+    sheet the grader reads back (roster, score sheets), so that a guard never reaches a
+    learner as text and is never doubled by writing the sheet again."""
+    if value.startswith("'") and value[1:2] in ("=", "+", "-", "@", "\\"):
+        value = value[1:]
+    return _INNER_GUARD.sub(r"\1\2", value)
 
 
 def _fence(text: str, char: str = "`", least: int = 1) -> str:

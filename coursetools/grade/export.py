@@ -37,12 +37,13 @@ import csv
 import html
 import io
 import re
+import sys
 import zipfile
 from pathlib import Path
 
 from coursetools.grade.escape import csv_cell, terminal, visible
 from coursetools.grade.paths import Out
-from coursetools.grade.record import Status, number
+from coursetools.grade.record import AdjustmentKind, Status, number
 from coursetools.grade.scores import ClassScores, Grade
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -69,14 +70,37 @@ def _csv(rows: list[list]) -> str:
     return buffer.getvalue()
 
 
+class WrongLMS(ValueError):
+    """The class came from another LMS's download: its ids mean nothing to this one."""
+
+
 def _matched(scores: ClassScores, lms: str) -> tuple[list[Grade], list[str]]:
-    """The learners the LMS can match (they came from its download, with an id), and the others."""
+    """The learners the LMS can match (they came from its download, with an id that names
+    them alone), and the problems of the others (no id; an id several learners carry: no
+    row is written for it, never one learner's score under another's id)."""
+    from coursetools.grade.intake import ids_to_keys
+
+    _, shared = ids_to_keys({g.student: g.roster for g in scores.grades})
+    kinds = {g.roster.get("lms") for g in scores.grades if g.roster.get("student_id")}
+    if kinds and lms not in kinds:
+        other = ", ".join(sorted(k.capitalize() for k in kinds if k))
+        raise WrongLMS(
+            f"this class came from a {other} download: its ids are not {lms.capitalize()}'s; "
+            f"export it with 'export {sorted(kinds)[0]}'"
+        )
     grades, unmatched = [], []
+    name = "Canvas's download (no Canvas ID)" if lms == "canvas" else "Moodle's download (no participant id)"
     for grade in scores.grades:
-        if grade.roster.get("student_id") and grade.roster.get("lms") in (lms, ""):
+        uid = grade.roster.get("student_id")
+        if uid and uid in shared:
+            unmatched.append(
+                f"not exported: LMS id {terminal(uid, 40)} is carried by {len(shared[uid])} learners "
+                f"({terminal(', '.join(shared[uid]), 300)}): {terminal(grade.student)}"
+            )
+        elif uid and grade.roster.get("lms") in (lms, ""):
             grades.append(grade)
         else:
-            unmatched.append(grade.student)
+            unmatched.append(f"not in {name}: {terminal(grade.student)}")
     return grades, unmatched
 
 
@@ -86,7 +110,11 @@ def _summary(grade: Grade, scores: ClassScores) -> str:
 
     total = number(grade.total) or "not final"
     parts = [f"{scores.info.assignment}: {total} out of {number(grade.max)} ({grade.status.value})."]
-    parts += [f"Changed by your instructor: {describe(a)}." for a in grade.adjustments]
+    parts += [
+        f"Changed by your instructor: {describe(a)}."
+        for a in grade.adjustments
+        if a.kind is not AdjustmentKind.MANUAL  # a written answer's score is its grading, not a change
+    ]
     parts.append(f"Your full feedback is in the attached file feedback-{scores.info.assignment}.md.")
     return " ".join(visible(p) for p in parts)
 
@@ -114,15 +142,29 @@ def canvas(
     for grade in grades:
         r = grade.roster
         rows.append([r.get("name", ""), r["student_id"], "", "", "", number(grade.total)])
-        who = _safe_part(r.get("name", grade.student)).replace(" ", "")
-        path = feedback / f"{who}_{r['student_id']}_feedback-{scores.info.assignment}.md"
+        path = feedback / canvas_feedback_name(r, grade.student, scores.info.assignment)
         path.write_text(_feedback_text(out, grade), encoding="utf-8")
         written.append(path)
     gradebook = folder / "canvas-gradebook.csv"
     gradebook.write_text(_csv(rows), encoding="utf-8")
-    return [gradebook, *written], [
-        f"not in Canvas's download (no Canvas ID): {terminal(s)}" for s in unmatched
-    ]
+    return [gradebook, *written], unmatched
+
+
+def canvas_feedback_name(roster_row: dict, student: str, assignment: str) -> str:
+    """A feedback file named like the download's file it answers: ``login_12345_67890_feedback-
+    <assignment>.md`` (``login_LATE_...`` for a late one): Canvas's login, user id and the
+    attachment id of the graded file, as the download carried them, so that a bulk re-upload
+    (which reads the ids from that prefix) finds the submission."""
+    from coursetools.grade.intake import CANVAS
+
+    graded = Path(roster_row.get("file", "")).name
+    match = CANVAS.match(graded)
+    who = _safe_part(roster_row.get("name", student)).replace(" ", "")
+    uid = roster_row["student_id"]
+    if match and match["uid"] == uid:
+        late = "LATE_" if match["late"] else ""
+        return f"{who}_{late}{uid}_{match['sid']}_feedback-{assignment}.md"
+    return f"{who}_{uid}_feedback-{assignment}.md"  # no attachment (not a Canvas file): the ids known
 
 
 def _moodle_time(iso: str) -> str:
@@ -166,22 +208,55 @@ def moodle(out: Path, scores: ClassScores, folder: Path) -> tuple[list[Path], li
             zf.writestr(info, _feedback_text(out, grade))
     worksheet = folder / "moodle-grading-worksheet.csv"
     worksheet.write_text(_csv(rows), encoding="utf-8")
-    return [worksheet, bundle], [
-        f"not in Moodle's download (no participant id): {terminal(s)}" for s in unmatched
-    ]
+    return [worksheet, bundle], unmatched
+
+
+class MaximumGrade(ValueError):
+    """Moodle's assignment is graded out of another maximum than the notebook's points."""
+
+
+def check_moodle_maximum(worksheet: Path, max_total: float) -> None:
+    """Moodle's own grading worksheet (downloaded from the assignment) says the assignment's
+    maximum grade in ``Maximum Grade``: it must be the notebook's points (Moodle's default of
+    100 would take 7.2 as 7.2 out of 100). Raises :class:`MaximumGrade` otherwise."""
+    with open(worksheet, encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    maxima = {(r.get("Maximum Grade") or "").strip() for r in rows} - {""}
+    if not maxima:
+        raise MaximumGrade(f"{worksheet} has no 'Maximum Grade' column: is it Moodle's grading worksheet?")
+    for value in maxima:
+        try:
+            moodle_max = float(value.replace(",", "."))
+        except ValueError:
+            raise MaximumGrade(f"{worksheet}: Maximum Grade {terminal(value)!r} is not a number") from None
+        if abs(moodle_max - max_total) > 1e-9:
+            raise MaximumGrade(
+                f"Moodle grades this assignment out of {number(moodle_max)}, the notebook out of "
+                f"{number(max_total)}: set the assignment's Maximum grade to {number(max_total)} "
+                "(Settings > Grade > Maximum grade), download the worksheet again, and export again"
+            )
 
 
 def export(
-    lms: str, out: Path, folder: Path | None = None, column: str | None = None
+    lms: str,
+    out: Path,
+    folder: Path | None = None,
+    column: str | None = None,
+    moodle_worksheet: Path | None = None,
 ) -> tuple[list[Path], list[str]]:
-    """Write the files ``lms`` imports from the final scores of ``out`` (rendered first, so the
-    feedback files are current); return the files and the problems."""
+    """Write the files ``lms`` imports from the final scores of ``out`` (every output, report.html
+    included, is rendered first, so the feedback files are current); return the files and the
+    problems. Raises :class:`WrongLMS` for a class from the other LMS's download (nothing is
+    written), :class:`MaximumGrade` when ``moodle_worksheet`` (Moodle's own) says another maximum."""
     from coursetools.grade.publish import publish
 
     if lms not in LMS:
         raise ValueError(f"lms must be one of {', '.join(LMS)}, not {lms!r}")
     out = Path(out)
-    scores = publish(out, report_html=False)
+    scores = publish(out)
+    _matched(scores, lms)  # refuse a class of the other LMS before any file is written
+    if lms == "moodle" and moodle_worksheet is not None:
+        check_moodle_maximum(Path(moodle_worksheet), scores.max_total)
     folder = Path(folder) if folder is not None else Out(out).export / lms
     folder.mkdir(parents=True, exist_ok=True)
     written, problems = (
@@ -208,10 +283,32 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="Canvas: the assignment's column as Canvas's export names it, e.g. '05 Masks (123456)'",
     )
+    parser.add_argument(
+        "--moodle-worksheet",
+        type=Path,
+        default=None,
+        help="Moodle: the grading worksheet Moodle gives (Download grading worksheet): its Maximum Grade "
+        "is checked against the notebook's points",
+    )
     args = parser.parse_args(argv)
     if not (args.out / "class.json").is_file() and not list(args.out.glob("*/record.json")):
         parser.error(f"{args.out} holds no graded class")
-    written, problems = export(args.lms, args.out, args.dir, args.assignment_column)
+    try:
+        written, problems = export(
+            args.lms, args.out, args.dir, args.assignment_column, args.moodle_worksheet
+        )
+    except (WrongLMS, MaximumGrade, OSError) as exc:
+        print(f"error: {terminal(exc)}", file=sys.stderr)
+        return 1
+    if args.lms == "moodle" and args.moodle_worksheet is None:
+        from coursetools.grade.scores import ClassInfo
+
+        info = ClassInfo.load(args.out)
+        total = number(sum(info.points.values()) + sum(info.manual.values()))
+        print(
+            f"note: Moodle must grade this assignment out of {total} (Settings > Grade > Maximum grade), "
+            "not its default 100; --moodle-worksheet checks it"
+        )
     for path in written[:3]:
         print(f"wrote {path}")
     if len(written) > 3:

@@ -227,7 +227,11 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
                     "score": 0.0,
                     "max_score": _round(ex.points),
                     "status": GS_FAILED,
-                    "output": "not judged: the notebook could not be run",
+                    "output": (
+                        "not judged: the file could not be read (nothing was run)"
+                        if record.status is Status.UNREADABLE
+                        else "not judged: the notebook could not be run"
+                    ),
                     "visibility": "visible",
                 }
             )
@@ -270,7 +274,15 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
             }
         )
     status = record.status
-    summary = [f"status: {status.value} ({status.meaning})"]
+    summary = [f"status: {grade.status_text()}"]
+    if grade.total is None:
+        summary.insert(
+            0,
+            "Score: not final. Your file could not be read, so nothing was graded: the score shown "
+            "here is not a grade; upload your notebook again."
+            if status is Status.UNREADABLE
+            else "Score: not final (not every part is judged yet): the score shown here is not your grade.",
+        )
     summary += [f"- {visible(text)}" for text in record.incidents or []]
     if status is Status.UNREADABLE:
         summary += [f"- {visible(text)}" for text in record.notes]

@@ -250,7 +250,29 @@ def run(plan: dict) -> None:
         _learner(child_end.detach(), confined, cells, exercises, core.run_case, core.NotAttempted, encode)
         os._exit(0)
     child_end.close()
+    _ignore_signals()
     _supervise(plan, channel, parent_end.detach(), learner, exercises, check_line)
+
+
+# what the trusted parent keeps: SIGCHLD (it waits for the learner's process), the faults of its
+# own code, and the two signals nobody can catch (the grader ends a run with SIGKILL)
+_KEPT_SIGNALS = {"SIGCHLD", "SIGKILL", "SIGSTOP", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP"}
+
+
+def _ignore_signals() -> None:
+    """The trusted parent ignores every signal it can (issue 34): in ``userns`` mode the learner's
+    process has the same uid and could end it with ``kill(getppid(), SIGINT)``, SIGTERM, SIGHUP,
+    SIGUSR1 ...; a Ctrl-C in the instructor's terminal is the grader's to handle. Set after the
+    fork, in the parent only: the learner's process keeps the default handlers."""
+    import signal
+
+    for sig in signal.Signals:
+        if sig.name in _KEPT_SIGNALS:
+            continue
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError, RuntimeError):
+            pass  # not catchable here
 
 
 class _LearnerGone(Exception):

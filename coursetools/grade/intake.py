@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from coursetools.grade.escape import csv_cell, terminal, visible
+from coursetools.grade.escape import csv_cell, terminal, uncell, visible
+from coursetools.grade.paths import unreserved
 
 MAX_TOTAL_BYTES = 2 << 30
 MAX_FILE_BYTES = 64 << 20
@@ -301,6 +302,7 @@ def find_entries(
         children = sorted(root.iterdir())
     except OSError as exc:
         raise FileNotFoundError(f"cannot read {root}: {exc.strerror}") from None
+    lms = layout_of(children, problems)
     for path in children:
         name = path.name
         try:
@@ -308,7 +310,7 @@ def find_entries(
                 continue
             rel = path.relative_to(root).as_posix()
             if path.is_dir():
-                moodle = MOODLE_FOLDER.match(name)
+                moodle = MOODLE_FOLDER.match(name) if lms == "moodle" else None
                 files = _files_under(path)
                 if moodle:
                     person, uid = moodle["name"].strip(), moodle["uid"]
@@ -321,8 +323,10 @@ def find_entries(
                 else:
                     plain.setdefault(slug(name), []).append((name, path))
                 continue
-            canvas = CANVAS.match(name)
-            moodle = MOODLE_FILE.match(name)
+            # the id comes only from the prefix of the download's own LMS: in a Canvas download
+            # an upload named like a Moodle file is a Canvas file (and the reverse)
+            canvas = CANVAS.match(name) if lms == "canvas" else None
+            moodle = MOODLE_FILE.match(name) if lms == "moodle" else None
             if moodle:
                 person, uid = moodle["name"].strip(), moodle["uid"]
                 add(
@@ -350,7 +354,7 @@ def find_entries(
     for key, named in plain.items():
         clash = len({raw for raw, _ in named}) > 1
         for raw, path in named:
-            own = f"{key[:70]}-{_fingerprint(raw)}" if clash else key
+            own = unreserved(f"{key[:70]}-{_fingerprint(raw)}" if clash else key)
             try:
                 if path.is_dir():
                     files = _files_under(path)
@@ -370,6 +374,74 @@ def find_entries(
                     f"{terminal(raw, 200)}: refused ({terminal(getattr(exc, 'strerror', None) or exc, 120)})"
                 )
     return list(by_key.values())
+
+
+def layout_of(children: list[Path], problems: list[str] | None = None) -> str:
+    """The layout of a download, decided once for all its members: ``canvas``, ``moodle`` or
+    ``folder``.
+
+    Each top-level member is classed by the patterns it matches: a Canvas file
+    (``login_12345_67890_...``, no folder: Canvas's download is flat), a Moodle folder or
+    file (``Full Name_12345_assignsubmission_...``), or both (an upload whose name the learner
+    chose to look like the other LMS's: Canvas keeps the upload's name after its prefix).
+    The layout is the LMS with more members that match it alone; a member that matches both
+    counts for neither, and only when no member matches one alone does it decide (Canvas,
+    whose prefix comes first: reported). A layout with no matching member is ``folder`` (no
+    LMS id is taken from any name)."""
+    canvas = moodle = both = 0
+    for path in children:
+        name = path.name
+        try:
+            if _skipped(name) or path.is_symlink():
+                continue
+            is_dir = path.is_dir()
+        except OSError:
+            continue
+        as_canvas = not is_dir and bool(CANVAS.match(name))
+        as_moodle = bool(MOODLE_FOLDER.match(name)) if is_dir else bool(MOODLE_FILE.match(name))
+        if as_canvas and as_moodle:
+            both += 1
+        elif as_canvas:
+            canvas += 1
+        elif as_moodle:
+            moodle += 1
+    if canvas or moodle:
+        if canvas == moodle:
+            if problems is not None:
+                problems.append(
+                    f"the download holds {canvas} Canvas and {moodle} Moodle names: no LMS id is taken "
+                    "from any name (graded as a plain folder)"
+                )
+            return "folder"
+        return "canvas" if canvas > moodle else "moodle"
+    if both:
+        if problems is not None:
+            problems.append(
+                "every name of the download fits both Canvas's and Moodle's pattern: read as Canvas's"
+            )
+        return "canvas"
+    return "folder"
+
+
+def shared_ids(entries: list[Entry]) -> dict[str, list[str]]:
+    """``{LMS id: [keys]}`` of the ids that more than one learner of ``entries`` carries (a
+    download whose names claim one id twice): no row is applied or exported by such an id."""
+    by_id: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.student_id:
+            by_id.setdefault(f"{entry.lms}:{entry.student_id}", []).append(entry.student)
+    return {k.split(":", 1)[1]: sorted(v) for k, v in by_id.items() if len(v) > 1}
+
+
+def ids_to_keys(roster: dict[str, dict]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """From the roster's graded rows ``{key: row}``: ``{id: key}`` for the LMS ids that name
+    exactly one learner, and ``{id: [keys]}`` for those that name more (never applied)."""
+    keys: dict[str, list[str]] = {}
+    for key, row in roster.items():
+        if row.get("student_id"):
+            keys.setdefault(row["student_id"], []).append(key)
+    unique = {i: k[0] for i, k in keys.items() if len(k) == 1}
+    return unique, {i: sorted(k) for i, k in keys.items() if len(k) > 1}
 
 
 def _original_name(entry: Entry, candidate: Candidate) -> str:
@@ -521,6 +593,11 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
                 f"{entry.student}: {len(entry.candidates)} files; graded {terminal(entry.file, 200)}, "
                 f"{why_graded(entry, pick, assignment_stem)} (not graded: {terminal(not_graded, 400)})"
             )
+    for uid, keys in shared_ids(entries).items():
+        problems.append(
+            f"LMS id {terminal(uid, 40)} is carried by {len(keys)} learners ({terminal(', '.join(keys), 300)}): "
+            "overrides, manual scores and exports never apply a row by this id (use the key)"
+        )
     if strays:
         problems.append(f"not submissions (not graded): {terminal(', '.join(strays), 400)}")
     (staging / STAGED_MARK).write_text(json.dumps({"uploads": uploads, "strays": strays}), encoding="utf-8")
@@ -571,8 +648,8 @@ def write_roster(out: Path, intake: Intake) -> Path:
 
 
 def _uncell(value: str) -> str:
-    """A roster cell as the intake meant it (the formula guard of :func:`csv_cell` removed)."""
-    return value[1:] if value.startswith("'") and value[1:2] in ("=", "+", "-", "@", "\\") else value
+    """A roster cell as the intake meant it (the formula guards of :func:`csv_cell` removed)."""
+    return uncell(value)
 
 
 def read_roster_rows(out: Path) -> list[dict]:

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursetools.grade.escape import csv_cell, md_block, terminal
+from coursetools.grade.escape import csv_cell, md_block, terminal, uncell
 from coursetools.grade.record import Record, number
 
 FIELDS = ("student", "points", "comment")
@@ -107,7 +107,7 @@ def read_scores(
             rows = list(csv.DictReader(fh))
         sheet: dict[str, ManualScore] = {}
         for line, row in enumerate(rows, start=2):
-            who = (row.get("student") or "").strip() or keys.get((row.get("answer") or "").strip(), "")
+            who = uncell((row.get("student") or "").strip()) or keys.get((row.get("answer") or "").strip(), "")
             given = (row.get("points") or "").strip()
             if not given:
                 continue  # not scored yet
@@ -123,21 +123,34 @@ def read_scores(
             if not who:
                 problems.append(f"{where}: no student or answer id")
                 continue
-            sheet[who] = ManualScore(value, (row.get("comment") or "").strip())
+            # the sheet as the grader wrote it: a comment "=..." was guarded "'=..." (csv_cell)
+            sheet[who] = ManualScore(value, uncell((row.get("comment") or "").strip()))
         sheets[question] = sheet
     return sheets, problems
 
 
 def resolve(
-    sheets: dict[str, dict[str, ManualScore]], records: dict[str, Record], by_id: dict[str, str]
+    sheets: dict[str, dict[str, ManualScore]],
+    records: dict[str, Record],
+    by_id: dict[str, str],
+    shared: dict[str, list[str]] | None = None,
 ) -> tuple[dict[str, dict[str, ManualScore]], list[str]]:
-    """``{student: {question: ManualScore}}`` for the rows whose learner is in the class."""
+    """``{student: {question: ManualScore}}`` for the rows whose learner is in the class.
+    ``by_id`` maps the LMS ids that name one learner to its key; a row by an id of ``shared``
+    (one that names several learners) is refused, never applied to one of them."""
     chosen: dict[str, dict[str, ManualScore]] = {}
     problems: list[str] = []
+    shared = shared or {}
     for question, sheet in sheets.items():
         for who, score in sheet.items():
             student = who if who in records else by_id.get(who)
-            if student is None:
+            if student is None and who in shared:
+                problems.append(
+                    f"manual/{question}.csv: LMS id {terminal(repr(who))} names {len(shared[who])} learners "
+                    f"({terminal(', '.join(shared[who]), 300)}); not applied: write the key instead"
+                )
+                continue
+            if student is None or student not in records:
                 problems.append(f"manual/{question}.csv: no student {terminal(repr(who))} in this class")
                 continue
             chosen.setdefault(student, {})[question] = score

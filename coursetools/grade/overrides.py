@@ -80,15 +80,21 @@ def resolve(
     rows: list[Override], records: dict[str, Record], roster: dict[str, dict] | None = None
 ) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """``{student: {exercise: {"points", "reason", "auto"}}}`` for the rows that apply, and the problems."""
-    by_id = {}
-    for key, row in (roster or {}).items():
-        if row.get("student_id"):
-            by_id.setdefault(row["student_id"], key)
+    from coursetools.grade.intake import ids_to_keys
+
+    by_id, shared = ids_to_keys(roster or {})
     chosen: dict[str, dict[str, dict]] = {}
     problems: list[str] = []
     for row in rows:
         student = row.student if row.student in records else by_id.get(row.student)
         where = f"{FILENAME} line {row.line}"
+        if student is None and row.student in shared:
+            keys = ", ".join(shared[row.student])
+            problems.append(
+                f"{where}: LMS id {terminal(repr(row.student))} names {len(shared[row.student])} learners "
+                f"({terminal(keys, 300)}); not applied: write the key instead"
+            )
+            continue
         if student is None or student not in records:
             problems.append(f"{where}: no student {terminal(repr(row.student))} in this class")
             continue

@@ -30,6 +30,37 @@ CHECKS = ROOT / "attnlib" / "checks"
 PACKAGES = ("attnlib", "coursetools")
 
 
+# every name the output folder uses for itself (a learner's key is a folder of OUT: a learner
+# named "strays.txt", "class.json" or "Feedback" must never be one of them, whatever the case)
+RESERVED = frozenset(
+    {
+        "class.json",
+        "grades.csv",
+        "report.html",
+        "roster.csv",
+        "overrides.csv",
+        "manual",
+        "late.toml",
+        "strays.txt",
+        "submissions",
+        "export",
+        "feedback",
+        "work",
+    }
+)
+
+
+def reserved(key: str) -> bool:
+    """A key the output folder uses for itself (case-insensitively, with or without a dot
+    prefix or a trailing dot: some file systems ignore both)."""
+    return key.strip(".").lower() in RESERVED or key.lower().startswith(".coursetools")
+
+
+def unreserved(key: str) -> str:
+    """``key``, or ``learner-<key>`` when the output folder uses that name (:data:`RESERVED`)."""
+    return f"learner-{key}" if reserved(key) else key
+
+
 @dataclass(frozen=True)
 class Out:
     """The files of one grading output folder."""

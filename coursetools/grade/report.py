@@ -220,13 +220,14 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
     labels = record.cell_labels
     lines = [f"# Feedback: {visible(assignment_name)}", "", f"Student: {md_code(record.student)}", ""]
     status = record.status
-    lines.append(f"Status: **{status.value}** ({status.meaning}).")
+    value, _, meaning = grade.status_text().partition(" ")
+    lines.append(f"Status: **{value}** {meaning}.")
     lines.append("")
     lines.append(f"Score: **{number(grade.total) or 'not final'}** out of {number(grade.max)}.")
     lines.append("")
-    if grade.adjustments:
+    if grade.changes:  # written answers are graded below, not "changed"
         lines += ["## What your instructor changed", ""]
-        lines += [f"- {visible(describe(a))}" for a in grade.adjustments]
+        lines += [f"- {visible(describe(a))}" for a in grade.changes]
         lines.append("")
     upload = grade.roster.get("file", "")
     if record.incidents:
@@ -234,7 +235,14 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
         lines += _grader_lines(record.incidents, labels)
     if status is Status.UNREADABLE:
         lines += ["## Your file could not be read", ""]
-        if upload:
+        if upload and _upload(grade).lower().endswith(".ipynb"):
+            lines += [
+                f"Your notebook {md_code(_upload(grade))} could not be read as a notebook (it is damaged, "
+                "or not in Jupyter's format): open it in Jupyter, check that it shows your work, save it "
+                "and upload it again.",
+                "",
+            ]
+        elif upload:
             lines += [
                 f"You uploaded {md_code(_upload(grade))}; the grader needs your notebook (an `.ipynb` file).",
                 "",
@@ -347,7 +355,7 @@ def summary(scores, isolation: str, seconds: float) -> str:
         lines.append(f"{terminal(item)[:13]:<13} {mean:>6} {number(top):>5}")
     lines.append("")
     lines.append(scores.mean_text())
-    adjusted = [g for g in scores.grades if g.adjustments]
+    adjusted = [g for g in scores.grades if g.changes]  # a written answer graded is not a change
     if adjusted:
         lines.append(
             f"{len(adjusted)} learners with a score changed by the instructor (grades.csv: adjustments)"

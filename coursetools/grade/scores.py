@@ -93,6 +93,20 @@ class Grade:
     def status(self) -> Status:
         return self.record.status
 
+    @property
+    def changes(self) -> list[Adjustment]:
+        """The adjustments that changed a score the grader gave (overrides, late penalties): a
+        written answer's score is its grading by hand, not a change of the instructor's."""
+        return [a for a in self.adjustments if a.kind is not AdjustmentKind.MANUAL]
+
+    def status_text(self) -> str:
+        """``graded (ran to the end; the scores are final)``, never "final" beside a total that
+        is not (a written answer not graded yet, an exercise not judged)."""
+        status = self.status
+        if self.total is None and status is Status.GRADED:
+            return f"{status.value} (ran to the end; the automatic scores are final, the total is not yet)"
+        return f"{status.value} ({status.meaning})"
+
     def describe_adjustments(self) -> str:
         return "; ".join(describe(a) for a in self.adjustments)
 
@@ -241,8 +255,10 @@ def build(info: ClassInfo, records: dict[str, Record], sources: Sources) -> Clas
     class_records = {s: records.get(s) or pending(s, "", points) for s in students}
     chosen, more = overrides.resolve(sources.overrides, class_records, sources.roster)
     problems += more
-    by_id = {row.get("student_id"): key for key, row in sources.roster.items() if row.get("student_id")}
-    manual_scores, more = manual.resolve(sources.manual, class_records, by_id)
+    from coursetools.grade.intake import ids_to_keys
+
+    by_id, shared = ids_to_keys(sources.roster)
+    manual_scores, more = manual.resolve(sources.manual, class_records, by_id, shared)
     problems += more
     grades = []
     for student in students:

@@ -90,9 +90,20 @@ def test_canvas_gradebook_and_feedback_files_round_trip(tmp_path):
     assert by_id["45678"][5] == ""  # the PDF: not judged, never a 0
     assert "late penalty on the total: 1 -> 0.8" in gradebook["hoppergrace-23456"]["adjustments"]
     names = sorted(p.name for p in (out / "export" / "canvas" / "canvas-feedback").iterdir())
-    assert names == sorted(f"{r['name']}_{r['student_id']}_feedback-{STEM}.md" for r in roster.values())
+    # named like the graded file of the download: login, LATE mark, user id, attachment id
+    assert names == sorted(
+        [
+            f"lovelaceada_12345_67890_feedback-{STEM}.md",
+            f"hoppergrace_LATE_23456_78901_feedback-{STEM}.md",
+            f"turingalan_34567_22222_feedback-{STEM}.md",
+            f"knuthdonald_45678_33333_feedback-{STEM}.md",
+        ]
+    )
+    for name in names:  # a bulk re-upload reads the ids from the prefix, as in the download
+        match = intake.CANVAS.match(name)
+        assert match and roster[f"{match['login']}-{match['uid']}"]["file"].split("_")[-2] in name
     text = (
-        out / "export" / "canvas" / "canvas-feedback" / f"hoppergrace_23456_feedback-{STEM}.md"
+        out / "export" / "canvas" / "canvas-feedback" / f"hoppergrace_LATE_23456_78901_feedback-{STEM}.md"
     ).read_text()
     assert "Score: **0.8** out of 1." in text and "late penalty" in text
     assert problems == [] and len(written) == 1 + len(roster)
