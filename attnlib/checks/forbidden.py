@@ -40,7 +40,7 @@ import sys
 import textwrap
 import types
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "ATTENTION_IMPLEMENTATIONS",
@@ -741,3 +741,843 @@ def forbidden_in_function(func: Callable, forbidden: Iterable[str]) -> list[str]
             if value is not None and id(value) in finder.objects and finder.objects[id(value)][0] is value:
                 found.add(finder.objects[id(value)][1])
     return sorted(found)
+
+
+# ============================================================================ the allow-list rule
+#
+# Issue 34: the lists above are read as a blocklist, and a blocklist leaks (another public path
+# of the same function, a lookup the list does not name, an alias made by a form it does not
+# read). The rule below is sound by construction instead: the code that defines what is
+# evaluated may reference only what the exercise's allow-list names (attnlib.checks.allowed);
+# a reference to a forbidden object, under any of its public paths
+# (attnlib.checks.public_paths), is forbidden (0 marks); any other reference, and any form
+# the reading cannot follow, goes to review. Each reference is judged where it is written, so
+# an alias made by any form (walrus, dict item, class attribute, lambda, tuple unpacking, a
+# for target) is judged at the expression it aliases; a global name is judged by every
+# binding it has in the notebook.
+
+
+class Audit(NamedTuple):
+    """What the allow-list rule found in an answer: ``forbidden`` entries (the answer scores 0)
+    and ``review`` reasons (a person must read it: the answer is never marked automatically)."""
+
+    forbidden: tuple[str, ...] = ()
+    review: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return not self.forbidden and not self.review
+
+
+class _Forbid:
+    """An exercise's forbidden entries, asked of a dotted path, a value's attribute or a local call."""
+
+    def __init__(self, entries: Iterable[str]):
+        from attnlib.checks.public_paths import PUBLIC_PATHS
+
+        entries = [e.strip() for e in entries if e and e.strip()]
+        self.family_words = tuple(w for words in _family_words(entries).values() for w in words)
+        entries = [e for e in entries if not e.startswith("~")]
+        entries += [t for e in entries for t in _twins(e) if t not in entries]
+        self.calls = {e[:-2] for e in entries if e.endswith("()")}
+        self.attributes = {e[1:] for e in entries if e.startswith(".")}
+        self.paths = [e for e in entries if not e.startswith(".") and not e.endswith("()")]
+        # every public path of a forbidden attnlib object (or of one inside a forbidden module)
+        self._public = PUBLIC_PATHS
+        self.canonical = [(self._canonical(e), e) for e in self.paths]
+
+    def _canonical(self, path: str) -> str:
+        """``path`` with its longest prefix that attnlib publishes replaced by the object's home
+        (``attnlib.attention.causal_mask`` -> ``attnlib.masks.causal_mask``)."""
+        parts = path.split(".")
+        for cut in range(len(parts), 0, -1):
+            home = self._public.get(".".join(parts[:cut]))
+            if home is not None:
+                return ".".join([home, *parts[cut:]])
+        return path
+
+    def path(self, path: str) -> str | None:
+        """The forbidden entry that the dotted ``path`` names, under any of its public paths."""
+        for candidate in dict.fromkeys((path, self._canonical(path))):
+            if self.family_words and family_covers(candidate, self.family_words):
+                return candidate
+            for home, entry in self.canonical:
+                if candidate == home or candidate.startswith(home + "."):
+                    return entry
+        return None
+
+    def attribute(self, name: str) -> str | None:
+        if name in self.attributes or (self.family_words and _holds_word(name, self.family_words)):
+            return "." + name
+        return None
+
+
+class _Binding(NamedTuple):
+    """One binding of a global name: ``kind`` is ``path`` (an import), ``alias`` (``n = a.b``),
+    ``def``, ``class``, ``const`` or ``unreadable`` (``why`` says by what form)."""
+
+    kind: str
+    where: str
+    path: str = ""
+    node: ast.AST | None = None
+    names: Any = None  # the resolver of a def's or an alias's own globals
+    why: str = ""
+
+
+_CONST_TYPES = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _is_constant(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return _is_constant(node.operand)
+    if isinstance(node, ast.Tuple | ast.List):
+        return all(_is_constant(e) for e in node.elts)
+    return False
+
+
+def _is_chain(node: ast.AST) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _text(node: ast.AST, limit: int = 60) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a description only
+        text = type(node).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _NotebookNames:
+    """Every binding of every global name in a notebook's cells, read from their syntax trees.
+
+    A binding the reading can follow is an import, a top-level ``def`` or ``class`` (not
+    decorated, not inside a block), a constant, or an alias ``n = a.b``; every other form
+    (an assignment from a call, tuple unpacking, a ``for`` or ``with`` target, ``:=``, a
+    ``def`` inside ``if``, ``global n`` in a function, ``del``) is ``unreadable``.
+    """
+
+    def __init__(self, cells: Iterable[tuple[int, str]]):
+        self.table: dict[str, list[_Binding]] = {}
+        self.stars: list[str] = []
+        self.trees: dict[int, ast.Module] = {}
+        for index, source in cells:
+            tree = _parse(source)
+            if tree is None:
+                continue
+            self.trees[index] = tree
+            self._read(tree.body, f"cell {index}", top=True)
+            self._expressions(tree, f"cell {index}")
+
+    def bindings(self, name: str) -> list[_Binding] | None:
+        return self.table.get(name)
+
+    def _add(self, name: str, binding: _Binding) -> None:
+        self.table.setdefault(name, []).append(binding)
+
+    def _unreadable(self, target: ast.AST, where: str, why: str) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                self._add(node.id, _Binding("unreadable", where, why=why))
+
+    def _read(self, body: list[ast.stmt], where: str, top: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                kind = "class" if isinstance(stmt, ast.ClassDef) else "def"
+                if top and not stmt.decorator_list:
+                    self._add(stmt.name, _Binding(kind, where, node=stmt, names=self))
+                else:
+                    why = "a decorated definition" if stmt.decorator_list else "a definition inside a block"
+                    self._add(stmt.name, _Binding("unreadable", where, why=why))
+                for inner in ast.walk(stmt):
+                    if isinstance(inner, ast.Global):
+                        for name in inner.names:
+                            self._add(name, _Binding("unreadable", where, why="'global' in a function"))
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if alias.asname:
+                        self._add(alias.asname, _Binding("path", where, path=alias.name))
+                    else:
+                        top_name = alias.name.split(".")[0]
+                        self._add(top_name, _Binding("path", where, path=top_name))
+            elif isinstance(stmt, ast.ImportFrom):
+                for alias in stmt.names:
+                    if alias.name == "*":
+                        self.stars.append(f"{where} (from {stmt.module} import *)")
+                    elif stmt.level or not stmt.module:
+                        binding = _Binding("unreadable", where, why="a relative import")
+                        self._add(alias.asname or alias.name, binding)
+                    else:
+                        path = f"{stmt.module}.{alias.name}"
+                        self._add(alias.asname or alias.name, _Binding("path", where, path=path))
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                value = stmt.value
+                for target in targets:
+                    if not isinstance(target, ast.Name):
+                        self._unreadable(target, where, "tuple unpacking or an item assignment")
+                    elif value is None:
+                        continue
+                    elif _is_constant(value):
+                        self._add(target.id, _Binding("const", where))
+                    elif _is_chain(value):
+                        self._add(target.id, _Binding("alias", where, node=value, names=self))
+                    else:
+                        self._add(target.id, _Binding("unreadable", where, why=f"'{_text(stmt, 50)}'"))
+            elif isinstance(stmt, ast.AugAssign):
+                self._unreadable(stmt.target, where, "an augmented assignment")
+            elif isinstance(stmt, ast.For | ast.AsyncFor):
+                self._unreadable(stmt.target, where, "a for target")
+                self._read(stmt.body + stmt.orelse, where, top=False)
+            elif isinstance(stmt, ast.While | ast.If):
+                self._read(stmt.body + stmt.orelse, where, top=False)
+            elif isinstance(stmt, ast.With | ast.AsyncWith):
+                for item in stmt.items:
+                    if item.optional_vars is not None:
+                        self._unreadable(item.optional_vars, where, "a with target")
+                self._read(stmt.body, where, top=False)
+            elif isinstance(stmt, ast.Try | getattr(ast, "TryStar", ast.Try)):
+                for handler in stmt.handlers:
+                    if handler.name:
+                        self._add(handler.name, _Binding("unreadable", where, why="an except target"))
+                    self._read(handler.body, where, top=False)
+                self._read(stmt.body + stmt.orelse + stmt.finalbody, where, top=False)
+            elif isinstance(stmt, ast.Match):
+                for case in stmt.cases:
+                    self._unreadable(case.pattern, where, "a match pattern")
+                    for node in ast.walk(case.pattern):
+                        for attr in ("name", "rest"):
+                            name = getattr(node, attr, None)
+                            if isinstance(name, str):
+                                self._add(name, _Binding("unreadable", where, why="a match pattern"))
+                    self._read(case.body, where, top=False)
+            elif isinstance(stmt, ast.Delete):
+                for target in stmt.targets:
+                    self._unreadable(target, where, "del")
+
+    def _expressions(self, tree: ast.AST, where: str) -> None:
+        """``:=`` at module level (comprehensions included) binds a global."""
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            if isinstance(node, ast.NamedExpr):
+                self._add(node.target.id, _Binding("unreadable", where, why="an assignment expression (:=)"))
+            stack.extend(ast.iter_child_nodes(node))
+
+
+class _Scope:
+    """The names a function (or class body, or comprehension) binds: locals, and those bound
+    only by an import (``import numpy as np`` inside the function: a path)."""
+
+    def __init__(self, names: set[str], paths: dict[str, str], is_class: bool = False):
+        self.names = names
+        self.paths = paths
+        self.is_class = is_class
+
+
+def _local_names(body: list[ast.AST], params: Iterable[str] = ()) -> _Scope:
+    """The locals of a function body (not of nested functions), and the import-only ones."""
+    names = set(params)
+    imported: dict[str, list[str]] = {}
+    other: set[str] = set(params)
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+            other.add(node.name)
+            stack.extend(node.decorator_list)
+            if not isinstance(node, ast.ClassDef):
+                stack.extend(node.args.defaults + [d for d in node.args.kw_defaults if d is not None])
+            continue
+        if isinstance(node, ast.Lambda):
+            stack.extend(node.args.defaults)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                if isinstance(node, ast.Import):
+                    name = alias.asname or alias.name.split(".")[0]
+                    path = alias.name if alias.asname else name
+                else:
+                    name = alias.asname or alias.name
+                    path = f"{node.module}.{alias.name}" if node.module and not node.level else ""
+                names.add(name)
+                imported.setdefault(name, []).append(path)
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names.add(node.id)
+            other.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+            other.add(node.name)
+        elif isinstance(node, ast.Global):
+            names.difference_update(node.names)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    paths = {n: p[0] for n, p in imported.items() if n not in other and len(set(p)) == 1 and p[0]}
+    return _Scope(names, paths)
+
+
+def _params(args: ast.arguments) -> list[str]:
+    every = args.posonlyargs + args.args + args.kwonlyargs
+    every += [a for a in (args.vararg, args.kwarg) if a is not None]
+    return [a.arg for a in every]
+
+
+class _Auditor:
+    """Reads code under one exercise's :class:`~attnlib.checks.allowed.Policy`."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.forbid = _Forbid(policy.forbidden)
+        self.forbidden: set[str] = set()
+        self.review: dict[str, None] = {}
+        self._done: set[int] = set()
+        self._active: set[tuple[int, str]] = set()
+
+    # ------------------------------------------------------------------ verdicts
+
+    def flag(self, why: str) -> None:
+        self.review.setdefault(why)
+
+    def result(self) -> Audit:
+        return Audit(tuple(sorted(self.forbidden)), tuple(self.review))
+
+    def check_path(self, path: str, where: str, module_ok: bool = False) -> None:
+        hit = self.forbid.path(path)
+        if hit:
+            self.forbidden.add(hit)
+        elif path in self.policy.paths:
+            return
+        elif module_ok and any(p.startswith(path + ".") for p in self.policy.paths):
+            return  # an import of a module whose operations the list names
+        else:
+            exercise = self.policy.exercise
+            self.flag(f"{where}: uses {path}, which is not among the operations {exercise} allows")
+
+    def check_attribute(self, name: str, where: str) -> None:
+        hit = self.forbid.attribute(name)
+        if hit:
+            self.forbidden.add(hit)
+        elif name not in self.policy.attributes:
+            self.flag(f"{where}: uses the attribute .{name}, which {self.policy.exercise} does not allow")
+
+    def check_builtin(self, name: str, where: str) -> None:
+        if name not in self.policy.builtins:
+            self.flag(f"{where}: uses the name {name}, which {self.policy.exercise} does not allow")
+
+    # ------------------------------------------------------------------ names
+
+    def _lookup_local(self, name: str, scopes: list[_Scope]):
+        """``("local", None)``, ``("path", path)`` or None (a global) for a name read in ``scopes``."""
+        for depth, scope in enumerate(reversed(scopes)):
+            if scope.is_class and depth > 0:
+                continue  # a class body's names are not visible in its methods
+            if name in scope.names:
+                return ("path", scope.paths[name]) if name in scope.paths else ("local", None)
+        return None
+
+    def name(self, name: str, scopes, names, where: str, attrs: tuple[str, ...] = ()) -> None:
+        """Judge a read of ``name`` followed by the attributes ``attrs`` (``np.linalg.norm``)."""
+        local = self._lookup_local(name, scopes)
+        if local is not None:
+            kind, path = local
+            if kind == "path":
+                self.check_path(".".join((path, *attrs)), where)
+            else:
+                for attr in attrs:
+                    self.check_attribute(attr, where)
+            return
+        self.global_name(name, names, where, attrs)
+
+    def global_name(self, name: str, names, where: str, attrs: tuple[str, ...] = ()) -> None:
+        bindings = names.bindings(name) if names is not None else None
+        if not bindings:
+            if attrs and name in ("__builtins__", "builtins"):
+                self.flag(f"{where}: uses {name}.{'.'.join(attrs)}")
+                return
+            self.check_builtin(name, where)
+            for attr in attrs:
+                self.check_attribute(attr, where)
+            return
+        key = (id(names), name)
+        if key in self._active:
+            return  # an alias that refers to itself: judged where it started
+        self._active.add(key)
+        try:
+            for binding in bindings:
+                self._binding(name, binding, attrs, where)
+        finally:
+            self._active.discard(key)
+
+    def _binding(self, name: str, binding: _Binding, attrs: tuple[str, ...], where: str) -> None:
+        if binding.kind == "path":
+            self.check_path(".".join((binding.path, *attrs)), where)
+            return
+        if binding.kind == "unreadable":
+            self.flag(
+                f"{where}: uses {name}, bound in {binding.where} by {binding.why}: the check cannot read it"
+            )
+            return
+        if binding.kind == "alias":
+            paths = self._chain_paths(binding.node, binding.names)
+            if paths is None:
+                self.expr(binding.node, [], binding.names, binding.where)
+                for attr in attrs:
+                    self.check_attribute(attr, where)
+            else:
+                for path in paths:
+                    self.check_path(".".join((path, *attrs)), where)
+            return
+        if binding.kind == "def":
+            self.function(binding.node, [], binding.names, binding.where)
+        elif binding.kind == "class":
+            self.class_def(binding.node, [], binding.names, binding.where)
+        for attr in attrs:
+            self.check_attribute(attr, where)
+
+    def _chain_paths(self, node: ast.AST, names) -> list[str] | None:
+        """The dotted paths a global chain ``a.b.c`` names (each binding of ``a``), or None when
+        ``a`` is bound to anything but an import or an alias."""
+        attrs: list[str] = []
+        while isinstance(node, ast.Attribute):
+            attrs.insert(0, node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        bindings = names.bindings(node.id) if names is not None else None
+        if not bindings:
+            return None
+        out = []
+        key = (id(names), node.id)
+        if key in self._active:
+            return None
+        self._active.add(key)
+        try:
+            for b in bindings:
+                if b.kind == "path":
+                    out.append(".".join((b.path, *attrs)))
+                elif b.kind == "alias":
+                    inner = self._chain_paths(b.node, b.names)
+                    if inner is None:
+                        return None
+                    out += [".".join((p, *attrs)) for p in inner]
+                else:
+                    return None
+        finally:
+            self._active.discard(key)
+        return out
+
+    # ------------------------------------------------------------------ code
+
+    def function(self, node: ast.AST, scopes: list[_Scope], names, where: str) -> None:
+        """A ``def`` (or ``lambda``): its decorators, defaults and annotations where it is
+        defined, its body in its own scope."""
+        if id(node) in self._done:
+            return
+        self._done.add(id(node))
+        args = node.args
+        for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
+            self.expr(default, scopes, names, where)
+        if isinstance(node, ast.Lambda):
+            scope = _local_names([node.body], _params(args))
+            self.expr(node.body, [*scopes, scope], names, where)
+            return
+        for decorator in node.decorator_list:
+            self.decorator(node.name, decorator, scopes, names, where)
+        for arg in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+            if arg is not None and arg.annotation is not None:
+                self.expr(arg.annotation, scopes, names, where)
+        if node.returns is not None:
+            self.expr(node.returns, scopes, names, where)
+        scope = _local_names(node.body, _params(args))
+        self.stmts(node.body, [*scopes, scope], names, where)
+
+    def decorator(self, name: str, node: ast.AST, scopes: list[_Scope], names, where: str) -> None:
+        """A decorator of the answer: one of :data:`attnlib.checks.allowed.DECORATORS` (called or
+        not), named by a path; any other can replace the function."""
+        from attnlib.checks.allowed import DECORATORS
+
+        chain = node.func if isinstance(node, ast.Call) and not node.args and not node.keywords else node
+        paths = None
+        if _is_chain(chain):
+            base = chain
+            attrs: list[str] = []
+            while isinstance(base, ast.Attribute):
+                attrs.insert(0, base.attr)
+                base = base.value
+            local = self._lookup_local(base.id, scopes)
+            if local is None:
+                paths = self._chain_paths(chain, names)
+            elif local[0] == "path":
+                paths = [".".join((local[1], *attrs))]
+        if paths and all(p in DECORATORS for p in paths):
+            return
+        self.flag(f"{where}: {name} is decorated (@{_text(node)}): a decorator can replace it")
+
+    def class_def(self, node: ast.ClassDef, scopes: list[_Scope], names, where: str) -> None:
+        if id(node) in self._done:
+            return
+        self._done.add(id(node))
+        for decorator in node.decorator_list:
+            self.flag(f"{where}: class {node.name} is decorated (@{_text(decorator)})")
+        for base in node.bases:
+            self.expr(base, scopes, names, where)
+        for keyword in node.keywords:
+            self.flag(f"{where}: class {node.name} is made with {keyword.arg}=...")
+        scope = _local_names(node.body)
+        scope.is_class = True
+        self.stmts(node.body, [*scopes, scope], names, where)
+
+    def stmts(self, body: list[ast.stmt], scopes: list[_Scope], names, where: str) -> None:
+        for stmt in body:
+            self.stmt(stmt, scopes, names, where)
+
+    def stmt(self, stmt: ast.stmt, scopes: list[_Scope], names, where: str) -> None:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            if scopes:
+                self.function(stmt, scopes, names, where)
+            # a top-level def of a cell is read when its name is used (or it is the answer)
+            return
+        if isinstance(stmt, ast.ClassDef):
+            if scopes:
+                self.class_def(stmt, scopes, names, where)
+            return
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                hit = self.forbid.path(alias.name)
+                if hit:
+                    self.forbidden.add(hit)
+            return
+        if isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                if alias.name == "*" or stmt.level or not stmt.module:
+                    self.flag(f"{where}: '{_text(stmt)}' makes names the check cannot resolve")
+                    continue
+                path = f"{stmt.module}.{alias.name}"
+                if scopes:
+                    self.check_path(path, where, module_ok=True)
+                else:
+                    hit = self.forbid.path(path)
+                    if hit:
+                        self.forbidden.add(hit)
+            return
+        if isinstance(stmt, ast.Global):
+            self.flag(f"{where}: 'global {', '.join(stmt.names)}' rebinds the notebook's names")
+            return
+        if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = stmt.targets if isinstance(stmt, ast.Assign | ast.Delete) else [stmt.target]
+            for target in targets:
+                self.target(target, scopes, names, where)
+            if isinstance(stmt, ast.AnnAssign) and scopes:
+                self.expr(stmt.annotation, scopes, names, where)
+            value = getattr(stmt, "value", None)
+            if value is not None:
+                self.expr(value, scopes, names, where)
+            return
+        if isinstance(stmt, ast.For | ast.AsyncFor):
+            self.target(stmt.target, scopes, names, where)
+            self.expr(stmt.iter, scopes, names, where)
+            self.stmts(stmt.body + stmt.orelse, scopes, names, where)
+            return
+        if isinstance(stmt, ast.With | ast.AsyncWith):
+            for item in stmt.items:
+                self.expr(item.context_expr, scopes, names, where)
+                if item.optional_vars is not None:
+                    self.target(item.optional_vars, scopes, names, where)
+            self.stmts(stmt.body, scopes, names, where)
+            return
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.stmt):
+                self.stmt(child, scopes, names, where)
+            elif isinstance(child, ast.expr):
+                self.expr(child, scopes, names, where)
+            elif isinstance(child, ast.ExceptHandler):
+                if child.type is not None:
+                    self.expr(child.type, scopes, names, where)
+                self.stmts(child.body, scopes, names, where)
+            elif isinstance(child, ast.match_case):
+                if child.guard is not None:
+                    self.expr(child.guard, scopes, names, where)
+                for node in ast.walk(child.pattern):
+                    if isinstance(node, ast.expr):
+                        self.expr(node, scopes, names, where)
+                self.stmts(child.body, scopes, names, where)
+
+    def target(self, target: ast.AST, scopes: list[_Scope], names, where: str) -> None:
+        """An assignment's target: a name, or an attribute or item of the function's own values."""
+        if isinstance(target, ast.Name):
+            return
+        if isinstance(target, ast.Tuple | ast.List):
+            for elt in target.elts:
+                self.target(elt, scopes, names, where)
+            return
+        if isinstance(target, ast.Starred):
+            self.target(target.value, scopes, names, where)
+            return
+        root = target
+        while isinstance(root, ast.Attribute | ast.Subscript):
+            if isinstance(root, ast.Subscript):
+                self.expr(root.slice, scopes, names, where)
+            root = root.value
+        local = self._lookup_local(root.id, scopes) if isinstance(root, ast.Name) else None
+        if isinstance(root, ast.Name) and local is not None and local[0] == "local":
+            return
+        if not isinstance(root, ast.Name):
+            self.expr(root, scopes, names, where)
+            return
+        self.flag(f"{where}: sets {_text(target)}, which is not the function's own value")
+
+    def expr(self, node: ast.AST, scopes: list[_Scope], names, where: str) -> None:
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self.name(node.id, scopes, names, where)
+            return
+        if isinstance(node, ast.Attribute):
+            attrs: list[str] = []
+            base = node
+            while isinstance(base, ast.Attribute):
+                attrs.insert(0, base.attr)
+                base = base.value
+            if isinstance(base, ast.Name):
+                self.name(base.id, scopes, names, where, tuple(attrs))
+            else:
+                self.expr(base, scopes, names, where)
+                for attr in attrs:
+                    self.check_attribute(attr, where)
+            return
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in self.forbid.calls:
+                local = self._lookup_local(func.id, scopes)
+                if local is not None and local[0] == "local":
+                    self.forbidden.add(func.id + "()")
+        if isinstance(node, ast.Lambda):
+            self.function(node, scopes, names, where)
+            return
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            bound = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+            scope = _Scope(bound, {})
+            inner = [*scopes, scope]
+            for generator in node.generators:
+                self.expr(generator.iter, inner, names, where)
+                for cond in generator.ifs:
+                    self.expr(cond, inner, names, where)
+            for child in ("elt", "key", "value"):
+                if hasattr(node, child):
+                    self.expr(getattr(node, child), inner, names, where)
+            return
+        if isinstance(node, ast.NamedExpr):
+            self.expr(node.value, scopes, names, where)
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.expr(child, scopes, names, where)
+            elif isinstance(child, ast.keyword | ast.comprehension | ast.arguments):
+                for grand in ast.iter_child_nodes(child):
+                    if isinstance(grand, ast.expr):
+                        self.expr(grand, scopes, names, where)
+
+
+def _mutations(tree: ast.AST, names: _NotebookNames, where: str) -> list[str]:
+    """What a cell changes outside its own values: an attribute or item of an imported module,
+    of a function or class, of a name it never binds (``__builtins__``), or ``setattr``; in a
+    function's body, the same of a name that is not the function's own."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, scopes: list[_Scope]) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            scope = _local_names(body, _params(node.args))
+            for child in body:
+                visit(child, [*scopes, scope])
+            return
+        call = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
+        if call in ("setattr", "delattr"):
+            found.append(f"{where}: calls {call}()")
+        elif isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            root = node
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                root = root.value
+            if isinstance(root, ast.Name) and not any(
+                root.id in s.names and root.id not in s.paths for s in scopes
+            ):
+                bindings = names.bindings(root.id) or []
+                if not bindings or any(b.kind in ("path", "alias", "def", "class") for b in bindings):
+                    found.append(f"{where}: sets {_text(node)} (an attribute or item of {root.id})")
+        for child in ast.iter_child_nodes(node):
+            visit(child, scopes)
+
+    visit(tree, [])
+    return found
+
+
+def audit_notebook(cells, answers: Iterable[int], policy, handed_out: Iterable[int] = ()) -> Audit:
+    """The allow-list rule on a notebook, as the grader reads it (no import of the learner's code).
+
+    ``cells``: ``[(notebook index, source)]`` in the order they run; ``answers``: the indices
+    of the exercise's answer cells; ``policy``: its :func:`attnlib.checks.allowed.policy`;
+    ``handed_out``: cells that are the handed-out notebook's own code, unchanged.
+
+    Read: every statement of the answer cells; every ``def`` of the exercise's function in any
+    cell (a later cell that rebinds it is evaluated at the end); every learner function they
+    use, wherever it is defined. A name of the function bound by any other form, a star
+    import, a cell that changes a module's or a function's attributes, or a cell that cannot
+    be read (too deep: RecursionError) all go to review.
+    """
+    cells = [(int(i), str(s)) for i, s in cells]
+    auditor = _Auditor(policy)
+    try:
+        names = _NotebookNames(cells)
+    except (RecursionError, MemoryError) as exc:
+        return Audit((), (f"the notebook could not be read by the allow-list check ({type(exc).__name__})",))
+    try:
+        for binding in names.bindings(policy.function) or []:
+            if binding.kind == "def":
+                auditor.function(binding.node, [], names, binding.where)
+            else:
+                why = binding.why or f"an {binding.kind}" if binding.kind != "const" else "a constant"
+                auditor.flag(
+                    f"{binding.where}: {policy.function} is bound by {why}, not by a def the check can read"
+                )
+        for index in answers:
+            tree = names.trees.get(int(index))
+            if tree is not None:
+                auditor.stmts(tree.body, [], names, f"cell {index}")
+        for star in names.stars:
+            auditor.flag(f"{star}: a star import makes names the check cannot resolve")
+        skip = {int(i) for i in handed_out}
+        for index, tree in names.trees.items():
+            if index not in skip:
+                for why in _mutations(tree, names, f"cell {index}"):
+                    auditor.flag(why)
+    except (RecursionError, MemoryError) as exc:
+        auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
+    return auditor.result()
+
+
+class _RuntimeNames:
+    """The bindings of a function's global (and closure) names, from their values (the learner's
+    side: ``check()`` has the function, not the notebook)."""
+
+    _LIBRARY = LIBRARY_ROOTS | {"math", "builtins", "functools", "operator", "collections", "itertools"}
+
+    def __init__(self, func: types.FunctionType, policy, index: dict[int, str]):
+        self.globals = getattr(func, "__globals__", {})
+        self.closure: dict[str, Any] = {}
+        code = func.__code__
+        for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=False):
+            try:
+                self.closure[name] = cell.cell_contents
+            except ValueError:
+                self.closure[name] = None
+        self.policy = policy
+        self.index = index
+        self.where = getattr(func, "__qualname__", "the function")
+
+    def bindings(self, name: str) -> list[_Binding] | None:
+        if name in self.closure:
+            value = self.closure[name]
+        elif name in self.globals:
+            value = self.globals[name]
+        else:
+            return None
+        return [_value_binding(value, self.where, self.policy, self.index)]
+
+
+def _value_binding(value: Any, where: str, policy, index: dict[int, str]) -> _Binding:
+    if isinstance(value, types.ModuleType):
+        return _Binding("path", where, path=value.__name__)
+    if id(value) in index:
+        return _Binding("path", where, path=index[id(value)])
+    if isinstance(value, _CONST_TYPES) or (
+        isinstance(value, tuple) and all(isinstance(v, _CONST_TYPES) for v in value)
+    ):
+        return _Binding("const", where)
+    if isinstance(value, types.FunctionType | type):
+        module = getattr(value, "__module__", "") or ""
+        filename = getattr(getattr(value, "__code__", None), "co_filename", "") or ""
+        if module.split(".")[0] in _RuntimeNames._LIBRARY or "site-packages" in filename:
+            return _Binding("path", where, path=f"{module}.{getattr(value, '__qualname__', '?')}")
+        node = _definition(value)
+        if node is None:
+            return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (no source to read)")
+        if isinstance(value, type):
+            names = _RuntimeNames.__new__(_RuntimeNames)
+            names.globals = vars(sys.modules.get(module, types.ModuleType("?")))
+            names.closure, names.policy, names.index, names.where = {}, policy, index, value.__qualname__
+            return _Binding("class", where, node=node, names=names)
+        inner = _unwrap(value)
+        if inner is None:
+            return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (a wrapper)")
+        return _Binding("def", where, node=node, names=_RuntimeNames(inner, policy, index))
+    return _Binding("unreadable", where, why=f"a {type(value).__name__} object")
+
+
+def _unwrap(func: types.FunctionType) -> types.FunctionType | None:
+    """The function a decorator wrapped (``__wrapped__``, as functools.wraps sets it), or ``func``.
+    The decorator itself is judged from the source (:meth:`_Auditor.decorator`)."""
+    try:
+        inner = inspect.unwrap(func)
+    except ValueError:
+        return None
+    return inner if isinstance(inner, types.FunctionType) else None
+
+
+def _definition(obj: Any) -> ast.AST | None:
+    """The syntax tree of a learner's function (its ``def`` or ``lambda``) or class, from its source."""
+    try:
+        source = textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError):
+        return None
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        tree = _parse(_lambda_source(source))
+        if tree is None:
+            return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return node
+        if isinstance(node, ast.Lambda):
+            return node
+    return None
+
+
+def _object_index(policy) -> dict[int, str]:
+    """``{id(object): path}`` of the allowed and forbidden paths that are imported here."""
+    index: dict[int, str] = {}
+    forbid = _Forbid(policy.forbidden)
+    for path in sorted(policy.paths) + forbid.paths:
+        obj = _lookup(path)
+        if obj is not None and not isinstance(obj, _CONST_TYPES):
+            index.setdefault(id(obj), path)
+    return index
+
+
+def audit_function(func: Callable, policy) -> Audit:
+    """The allow-list rule on a function object (``check()``'s side): the function must be a plain
+    function whose source can be read; its global and closure names are judged by their values."""
+    if not isinstance(func, types.FunctionType):
+        return Audit((), (f"the answer is a {type(func).__name__}, not a function written with def",))
+    func = _unwrap(func)
+    if func is None:
+        return Audit((), ("the answer wraps something that is not a function written with def",))
+    node = _definition(func)
+    if node is None:
+        return Audit((), ("the answer's source cannot be read",))
+    auditor = _Auditor(policy)
+    names = _RuntimeNames(func, policy, _object_index(policy))
+    try:
+        auditor.function(node, [], names, getattr(func, "__qualname__", "the answer"))
+    except (RecursionError, MemoryError) as exc:
+        auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
+    return auditor.result()

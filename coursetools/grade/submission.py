@@ -348,6 +348,9 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     located = 0
     sources = {i: s for i, s in cells}
     forbidden: dict[str, list[str]] = {}
+    held: dict[str, list[str]] = {}  # exercises whose answer the allow-list sends to review
+    handed_out = _handed_out_cells(assignment.path)
+    handed_out_indices = [i for i, src in cells if src in handed_out]
     for ex_id in assignment.points:
         if ex_id in by_meta:
             where = by_meta[ex_id]
@@ -358,6 +361,9 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             notes.append(f"{ex_id}: the answer cell lost its metadata; found it by its function name")
         else:
             at_end.append(ex_id)
+            found = _allow_list(cells, [], ex_id, assignment, review, held, handed_out_indices)
+            if found:
+                forbidden[ex_id] = sorted(found)
             continue
         evaluate_after.setdefault(str(where), []).append(ex_id)
         answer = sources.get(where, "")
@@ -370,11 +376,11 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
         found = set()
         for cell_index in [*defining, where]:
             found |= set(forbidden_at(cells, cell_index, assignment.forbidden.get(ex_id, ()), review, ex_id))
+        found |= _allow_list(cells, [*defining, where], ex_id, assignment, review, held, handed_out_indices)
         if found:
             forbidden[ex_id] = sorted(found)
     if assignment.points and located == 0:
         review.append("none of the assignment's answer cells is in this notebook: is it the right one?")
-    handed_out = _handed_out_cells(assignment.path)
     for index, source in cells:
         if source in handed_out:
             continue  # the notebook's own code, as handed out
@@ -404,7 +410,36 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     plan = {"cells": cells, "evaluate_after": evaluate_after, "evaluate_at_end": at_end}
     if forbidden:
         plan["forbidden"] = forbidden  # read by the grader only (runner), never trusted from the sandbox
+    held = {ex_id: reasons for ex_id, reasons in held.items() if ex_id not in forbidden}
+    if held:
+        plan["held"] = held  # scores withheld until a person has read the answer (verdict.finish)
     return plan, notes, review
+
+
+def _allow_list(
+    cells: list,
+    answers: list[int],
+    ex_id: str,
+    assignment: Assignment,
+    review: list[str],
+    held: dict[str, list[str]],
+    handed_out: list[int] = (),
+) -> set[str]:
+    """The allow-list rule (attnlib.checks.forbidden.audit_notebook) on exercise ``ex_id``: the
+    forbidden entries it found (the answer scores 0); its review reasons go to ``review`` and,
+    per exercise, to ``held`` (the exercise's score waits for a person)."""
+    from attnlib.checks.allowed import policy
+    from attnlib.checks.forbidden import audit_notebook
+
+    rule = policy(ex_id, assignment.functions.get(ex_id, ""), assignment.forbidden.get(ex_id, ()))
+    if not rule.function:
+        return set()
+    audit = audit_notebook(cells, answers, rule, handed_out)
+    reasons = [f"{ex_id}: {why}" for why in audit.review]
+    if reasons:
+        held.setdefault(ex_id, []).extend(reasons)
+        review.extend(r for r in reasons if r not in review)
+    return set(audit.forbidden)
 
 
 def _too_big(source: str) -> str:
