@@ -75,6 +75,7 @@ class CheckResult:
     cases: list[CaseResult] = field(default_factory=list)
     hints: tuple[str, ...] = ()
     shown_hints: int = 1
+    review: tuple[str, ...] = ()  # why the allow-list rule sends the answer to a person (issue 34)
 
     @property
     def fraction(self) -> float:
@@ -86,7 +87,12 @@ class CheckResult:
         return not any(c.status == "not-attempted" for c in self.cases)
 
     def report(self) -> str:
-        """The feedback as text: one line per case, then the hints."""
+        """The feedback as text: one line per case, then the hints (and why the answer goes to review)."""
+        if self.review:
+            return "\n".join([self._report(), *review_lines(self.review)])
+        return self._report()
+
+    def _report(self) -> str:
         if not self.attempted:
             return f"{self.exercise}: not attempted yet (the function still raises NotImplementedError)."
         passed = sum(c.passed for c in self.cases)
@@ -246,6 +252,27 @@ def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, so
     return sorted(found)
 
 
+def allow_list(exercise: Exercise, func: Callable[..., Any]):
+    """The allow-list rule (:func:`attnlib.checks.forbidden.audit_function`) on ``func``, as the
+    grader applies it to the notebook: forbidden entries score 0, review reasons hold the mark."""
+    from attnlib.checks.allowed import policy
+    from attnlib.checks.forbidden import Audit, audit_function
+
+    if func is exercise.reference or not callable(func):
+        return Audit()
+    return audit_function(func, policy(exercise.id, exercise.function, exercise.forbidden))
+
+
+def review_lines(reasons: Sequence[str]) -> list[str]:
+    """The feedback's lines for an answer the allow-list rule sends to review."""
+    lines = ["  REVIEW: the grader will not mark this answer by itself; your instructor reads it, because"]
+    lines += [f"    - {why}" for why in reasons[:8]]
+    if len(reasons) > 8:
+        lines.append(f"    - and {len(reasons) - 8} more")
+    lines.append("  (write it with the operations the exercise allows: basic tensor and array operations)")
+    return lines
+
+
 def forbidden_message(found: Sequence[str]) -> str:
     """The feedback for an answer that uses the forbidden calls ``found``."""
     names = ", ".join(found)
@@ -303,10 +330,15 @@ def evaluate(
     """
     exercise = get_exercise(exercise_id)
     found = forbidden_calls(exercise_id, func, source) if apply_forbidden else []
+    audit = allow_list(exercise, func) if apply_forbidden else None
+    if audit is not None and audit.forbidden:
+        found = sorted(set(found) | set(audit.forbidden))
     if found:
         judged = evaluate(exercise_id, func, include_hidden, apply_forbidden=False)
         return forbidden_result(exercise, found, include_hidden, judged)
     result = CheckResult(exercise_id, hints=exercise.hint_tiers())
+    if audit is not None:
+        result.review = audit.review
     cases = list(exercise.cases) if include_hidden else exercise.visible_cases()
     for case in cases:
         try:
