@@ -169,14 +169,22 @@ def _expected_max_counts(max_draws: int, symbols: int) -> tuple[float, ...]:
 def order_blind_ceiling(length: int, n_symbols: int = N_DIGITS) -> float:
     """Best expected accuracy on strings of one length for a model that cannot see order.
 
-    A model without positions (causal mask, no encoding) computes at position
-    ``i`` a function of the token ``x_i`` and of the *multiset* of ``x_0..x_i``.
-    Given that multiset, every arrangement of ``x_0..x_{i-1}`` is equally
-    likely, so the token ``OFFSET`` back is each of them with equal chance:
-    the best guess is the most frequent digit, right with probability
-    ``E[largest count among i digits] / i``. The ceiling is that mean over the
-    scored positions ``i = OFFSET .. length - 1`` (as :func:`offset_accuracy`
-    scores them).
+    The bound is for chapter 09's model, whose one causal attention layer is
+    followed by position-wise layers only. Without positions such a model
+    computes at position ``i`` a function of the token ``x_i`` and of the
+    *multiset* of ``x_0..x_i`` (the attention's weighted sum over the keys
+    does not depend on their order). Given that multiset, every arrangement of
+    ``x_0..x_{i-1}`` is equally likely, so the token ``OFFSET`` back is each of
+    them with equal chance: the best guess is the most frequent digit, right
+    with probability ``E[largest count among i digits] / i``. The ceiling is
+    that mean over the scored positions ``i = OFFSET .. length - 1`` (as
+    :func:`offset_accuracy` scores them).
+
+    It does not bound a deeper model: from a second causal layer on, each
+    position reads the first layer's summaries of every shorter prefix, and
+    order can be recovered from those (causal language models without
+    positional encodings learn positional information: Haviv et al. 2022,
+    Kazemnejad et al. 2023).
 
     Parameters
     ----------
