@@ -188,6 +188,29 @@ def _starters(assignment: Path | None, functions: dict[str, str]) -> dict[str, s
     return similarity.answer_sources(Path(assignment), functions)
 
 
+# the records whose notebook the grader read (and ran): only theirs are read again
+READ_STATUSES = frozenset(
+    {Status.GRADED.value, Status.NEEDS_REVIEW.value, Status.TIMEOUT.value, Status.KERNEL_DIED.value}
+)
+
+
+def read_answers(
+    records: list[dict], functions: dict[str, str], questions: list[str] = ()
+) -> tuple[dict[str, dict], list[str]]:
+    """The answers of the records' notebooks, read again in the limited reader worker
+    (:func:`coursetools.grade.parse_worker.read_answers`: time, memory and size limits,
+    ``O_NOFOLLOW``, the record's digest): only records the grader read (:data:`READ_STATUSES`)
+    of a ``.ipynb`` file; an unreadable record is never opened."""
+    from coursetools.grade.parse_worker import read_answers as in_worker
+
+    wanted = [
+        (str(r["student"]), str(r.get("file", "")), r.get("digest"))
+        for r in records
+        if r.get("status") in READ_STATUSES and str(r.get("file", "")).endswith(".ipynb")
+    ]
+    return in_worker(wanted, functions, questions)
+
+
 def mistakes_by_exercise(records: list[dict]) -> dict[str, Counter]:
     """``{exercise: Counter({misconception: number of students who showed it})}``."""
     found: dict[str, Counter] = {}
@@ -234,12 +257,9 @@ def build_report(
     similar_note = ""
     if flags is None:
         try:
-            answers = {}
-            for record in records:
-                path = Path(record.get("file", ""))
-                if path.suffix == ".ipynb" and path.is_file():
-                    answers[record["student"]] = similarity.answer_sources(path, functions)
-            flags = similarity.flag_pairs(answers, _starters(assignment, functions))
+            read, _skipped = read_answers(records, functions)
+            answers = {student: got["normal"] for student, got in read.items()}
+            flags = similarity.flag_normals(answers, _starters(assignment, functions))
         except Exception as exc:  # noqa: BLE001 - one section must never cost the whole report
             flags = []
             similar_note = (
@@ -440,6 +460,7 @@ def build_report_from(scores, assignment: Path | None = None) -> str:
             {
                 "student": grade.student,
                 "file": record.file,
+                "digest": record.digest,
                 "status": grade.status.value,
                 "seconds": record.seconds,
                 "total": grade.total,

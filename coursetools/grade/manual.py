@@ -161,8 +161,7 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
     """Write every question's review page and score sheet (keeping scores already entered)."""
     import hashlib
 
-    import nbformat
-
+    from coursetools.grade.class_report import read_answers
     from coursetools.grade.paths import Out
     from coursetools.grade.report import atomic_write
     from coursetools.grade.scores import ClassInfo, load_records
@@ -173,15 +172,22 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
     folder = layout.manual
     written = []
     texts: dict[str, dict[str, str]] = {}
-    for student in info.students or sorted(records):
-        record = records.get(student)
-        found: dict[str, str] = {}
-        if record is not None and record.file.endswith(".ipynb"):
-            try:
-                found = answers(nbformat.read(record.file, as_version=4))
-            except Exception:  # noqa: BLE001 - an unreadable notebook has no answer
-                found = {}
-        texts[student] = found
+    students = info.students or sorted(records)
+    # the learners' notebooks are read again in the limited reader worker, only those the grader
+    # read (never an unreadable record's file), never through a symbolic link, and only while
+    # the file is the one graded (its digest): class_report.read_answers
+    found_all: dict[str, dict] = {}
+    if info.manual:
+        listed = [
+            {"student": s, "file": r.file, "digest": r.digest, "status": r.status.value}
+            for s in students
+            if (r := records.get(s)) is not None
+        ]
+        found_all, skipped = read_answers(listed, {}, list(info.manual))
+        for line in skipped:
+            print(f"manual: {terminal(line)}")
+    for student in students:
+        texts[student] = found_all.get(student, {}).get("written", {})
     for question, points in info.manual.items():
         old, _ = read_scores(folder, {question: points})
         old_keys = {}

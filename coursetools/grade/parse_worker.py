@@ -216,6 +216,29 @@ class NotebookReader:
         reply = self._call(request, seconds)
         return [str(n) for n in reply["found"]], [str(r) for r in reply["review"]]
 
+    def answers(
+        self, path: Path, digest: str | None, functions: dict, questions: list[str], seconds: float
+    ) -> dict:
+        """A graded notebook's answers, read in the worker (:func:`answers_of`): ``{"normal":
+        {exercise: normal form or None}, "written": {question: text}}``, or ``{"skipped": why}``.
+        Raises :class:`ReadFailed` like :meth:`read`."""
+        request = {
+            "op": "answers",
+            "path": str(path),
+            "digest": digest,
+            "functions": dict(functions),
+            "questions": list(questions),
+        }
+        reply = self._call(request, seconds)
+        if reply.get("skipped"):
+            return {"skipped": str(reply["skipped"])[:200]}
+        normal = reply.get("normal") if isinstance(reply.get("normal"), dict) else {}
+        written = reply.get("written") if isinstance(reply.get("written"), dict) else {}
+        return {
+            "normal": {str(k): v if isinstance(v, str) else None for k, v in normal.items()},
+            "written": {str(k): str(v) for k, v in written.items()},
+        }
+
     def close(self) -> None:
         """Stop the worker (closing its input ends it; one that does not end is killed)."""
         proc, self._proc = self._proc, None
@@ -311,7 +334,89 @@ class NotebookReader:
                 pass
 
 
+ANSWER_SECONDS = 5.0  # reading one graded notebook's answers again (ms for a notebook of the course)
+ANSWER_MEMORY_MB = 1024
+
+
+def read_answers(
+    wanted: list[tuple[str, str, str | None]],
+    functions: dict[str, str],
+    questions: list[str] = (),
+    seconds: float = ANSWER_SECONDS,
+    memory_mb: int = ANSWER_MEMORY_MB,
+) -> tuple[dict[str, dict], list[str]]:
+    """The answers of graded notebooks, for the report's similarity pass and ``manual``.
+
+    ``wanted`` holds ``(student, path, digest)`` of the records whose notebook the grader
+    read (never an unreadable one). Each is read in one :class:`NotebookReader` (started only
+    when there is one to read), under ``seconds`` of CPU and wall time and the worker's memory
+    cap, opened with ``O_NOFOLLOW`` (a symbolic link is never followed), at most the grader's
+    notebook size, and only when its bytes still have the record's digest. Returns ``{student:
+    {"normal", "written"}}`` and what was skipped, and why (one line per learner)."""
+    results: dict[str, dict] = {}
+    problems: list[str] = []
+    if not wanted:
+        return results, problems
+    with NotebookReader(memory_mb) as reader:
+        for student, path, digest in wanted:
+            try:
+                got = reader.answers(Path(path), digest, functions, list(questions), seconds)
+            except ReaderDidNotStart as exc:
+                problems.append(f"answers not read again: {exc}")
+                break
+            except ReadFailed as exc:
+                problems.append(f"{student}: answers not read again ({exc})")
+                continue
+            if "skipped" in got:
+                problems.append(f"{student}: answers not read again ({got['skipped']})")
+                continue
+            results[student] = got
+    return results, problems
+
+
 # --------------------------------------------------------------------------- the worker's side
+
+
+def answers_of(path: str, digest: str | None, functions: dict, questions: list[str]) -> dict:
+    """The worker's side of :meth:`NotebookReader.answers`."""
+    import hashlib
+    import stat
+
+    from coursetools.grade import manual, similarity, submission
+
+    limit = submission.MAX_NOTEBOOK_BYTES
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return {"ok": True, "skipped": f"not opened: {exc.strerror}"}
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return {"ok": True, "skipped": "not a plain file"}
+        if info.st_size > limit:
+            return {"ok": True, "skipped": f"larger than {limit} bytes"}
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        return {"ok": True, "skipped": f"larger than {limit} bytes"}
+    if digest and hashlib.sha256(data).hexdigest() != digest:
+        return {"ok": True, "skipped": "the file changed since it was graded"}
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return {"ok": True, "skipped": "not a notebook"}
+    del data
+    if not isinstance(raw, dict):
+        return {"ok": True, "skipped": "not a notebook"}
+    functions = {str(k): str(v) for k, v in functions.items()}
+    normal = {ex: similarity.normalise(src) for ex, src in similarity.sources_of(raw, functions).items()}
+    written: dict[str, str] = {}
+    if questions:
+        try:
+            found = manual.answers(raw)
+        except (AttributeError, TypeError, ValueError):
+            found = {}
+        written = {q: str(found[q])[: manual.MAX_ANSWER] for q in questions if q in found}
+    return {"ok": True, "normal": normal, "written": written}
 
 
 def code_cell_labels(nb) -> dict[str, dict]:
@@ -350,6 +455,13 @@ def _handle(request: dict) -> dict:
         plan, notes, review = submission.build_plan(nb, assignment)
         labels = code_cell_labels(nb)
         return {"ok": True, "plan": plan, "notes": notes, "review": review, "labels": labels}
+    if request.get("op") == "answers":
+        return answers_of(
+            str(request["path"]),
+            request.get("digest"),
+            dict(request.get("functions") or {}),
+            [str(q) for q in request.get("questions") or []],
+        )
     if request.get("op") == "forbidden":
         review: list[str] = []
         cells = [(int(i), str(s)) for i, s in request["cells"]]

@@ -20,11 +20,14 @@ from pathlib import Path
 from coursetools.grade import sandbox
 from coursetools.grade.events import Event, EventKind, RunEnd, RunOutcome, RunPlan, Step, Transcript
 from coursetools.grade.paths import ROOT
-from coursetools.grade.wire import check_line
+from coursetools.grade.wire import check_line, containers
 
 OUTPUT_KEEP = 8192
 MAX_EVENT_BYTES = 256 << 20  # everything one run may send on the channel
 MAX_LINE_BYTES = 100 << 20  # one message: a 64 MB array in base64, and room to spare
+# JSON objects and arrays the grader parses from one run (every event is kept until judging):
+# a bound on the parsed events' memory (~100 bytes a container) beside MAX_EVENT_BYTES
+MAX_RUN_CONTAINERS = 1_000_000
 
 
 class Run:
@@ -56,6 +59,7 @@ class Run:
         self.tail = bytearray()
         self.output_bytes = 0
         self.bad_lines = 0
+        self.containers = 0  # JSON objects and arrays of the lines parsed so far
         self.transcript = Transcript(plan)
         self.out_of_order = 0  # well-formed events that the harness did not send there (forged)
         self.forged = 0  # replies of the learner's process that the trusted parent dropped
@@ -73,6 +77,10 @@ class Run:
         if not check_line(line, b'{"k": "' + self.token.encode() + b'"'):
             self.bad_lines += 1
             return None
+        self.containers += containers(line)
+        if self.containers > MAX_RUN_CONTAINERS:
+            self.bad_lines += 1
+            return None  # execute() ends the run as a flood
         try:
             data = json.loads(line)
         except (ValueError, RecursionError):
@@ -321,6 +329,10 @@ class Run:
                     del buffer[: cut + 1]
                     start = 0
                     event = self._parse(line)
+                    if self.containers > MAX_RUN_CONTAINERS:
+                        return RunOutcome(
+                            RunEnd.FLOOD, step, "the process sent too many values on the grader's channel"
+                        )
                     if event is None:
                         continue
                     if not self.transcript.accept(event):

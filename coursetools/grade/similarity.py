@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
-MAGIC = re.compile(r"^\s*[%!].*$", re.M)
+# [ \t]*, never \s*, after ^ in MULTILINE: \s* also eats the blank lines below, and every line
+# start tries again, so n blank lines cost n^2 steps (issue 34: 1,500 cells stalled the report)
+MAGIC = re.compile(r"^[ \t]*[%!].*$", re.M)
+MAX_ANSWER_CHARS = 20_000  # an answer cell longer than this is not compared (and not parsed)
 SHINGLE = 5
 
 
@@ -101,16 +104,19 @@ class _Rename(ast.NodeTransformer):
 
 
 def normalise(source: str) -> str | None:
-    """The canonical form of an answer (None when it is not valid Python)."""
+    """The canonical form of an answer (None when it is not valid Python, longer than
+    :data:`MAX_ANSWER_CHARS` or nested too deeply to parse)."""
+    if len(source) > MAX_ANSWER_CHARS:
+        return None
     source = MAGIC.sub("pass", source)
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = _Rename().visit(tree)
+        if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
+            tree.body = tree.body[1:]
+        return ast.unparse(ast.fix_missing_locations(tree))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    tree = _Rename().visit(tree)
-    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
-        tree.body = tree.body[1:]
-    return ast.unparse(ast.fix_missing_locations(tree))
 
 
 def tokens(normal: str) -> list[str]:
@@ -123,24 +129,40 @@ def _cell_source(cell: dict) -> str:
 
 
 def answer_sources(notebook: Path, functions: dict[str, str]) -> dict[str, str]:
-    """``{exercise: answer cell source}`` of a notebook file (empty when it cannot be read)."""
+    """``{exercise: answer cell source}`` of a notebook file (empty when it cannot be read).
+
+    For the assignment's own notebook (trusted); a learner's notebook is read by
+    :func:`coursetools.grade.parse_worker.read_answers`, in the limited worker."""
     try:
         raw = json.loads(Path(notebook).read_text(encoding="utf-8"))
-        cells = raw.get("cells") or [c for ws in raw.get("worksheets", []) for c in ws.get("cells", [])]
-    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+    except (OSError, ValueError, RecursionError):
         return {}  # unreadable, or nested too deeply to parse: the grader reports it "unreadable"
+    return sources_of(raw, functions)
+
+
+def sources_of(raw, functions: dict[str, str]) -> dict[str, str]:
+    """``{exercise: answer cell source}`` of a notebook's JSON (empty when it has no cells)."""
+    try:
+        cells = raw.get("cells") or [c for ws in raw.get("worksheets", []) for c in ws.get("cells", [])]
+    except (AttributeError, TypeError):
+        return {}
+    if not isinstance(cells, list):
+        return {}
     by_meta: dict[str, str] = {}
     by_def: dict[str, str] = {}
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = _cell_source(cell) if "source" in cell else "".join(cell.get("input", []))
-        meta = (cell.get("metadata") or {}).get("attnlib") or {}
+        try:
+            source = _cell_source(cell) if "source" in cell else "".join(cell.get("input", []))
+            meta = (cell.get("metadata") or {}).get("attnlib") or {}
+        except (AttributeError, TypeError):
+            continue
         ex_id = meta.get("exercise") if isinstance(meta, dict) else None
         if isinstance(ex_id, str) and ex_id in functions:
             by_meta[ex_id] = source
         for ex, name in functions.items():
-            if re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", source, re.M):
+            if re.search(rf"^[ \t]*def[ \t]+{re.escape(name)}[ \t]*\(", source, re.M):
                 by_def[ex] = source
     return {ex: by_meta.get(ex, by_def.get(ex)) for ex in functions if ex in by_meta or ex in by_def}
 
@@ -164,14 +186,28 @@ def flag_pairs(
     ``answers`` is ``{student: {exercise: source}}``; ``starters`` the starter
     code of each exercise (never flagged). At most ``limit`` pairs are returned.
     """
+    normal = {s: {ex: normalise(src or "") for ex, src in by_ex.items()} for s, by_ex in answers.items()}
+    return flag_normals(normal, starters, threshold, min_tokens, common_share, limit)
+
+
+def flag_normals(
+    answers: dict[str, dict[str, str | None]],
+    starters: dict[str, str] | None = None,
+    threshold: float = 0.85,
+    min_tokens: int = 40,
+    common_share: float = 0.05,
+    limit: int = 500,
+) -> list[Flag]:
+    """:func:`flag_pairs` on answers already normalised (:func:`normalise`; None: not Python),
+    as the limited reader worker returns them for learners' notebooks."""
     flags: list[Flag] = []
     exercises = sorted({ex for by_ex in answers.values() for ex in by_ex})
     for ex in exercises:
         starter = normalise((starters or {}).get(ex, "") or "")
         normals: dict[str, str] = {}
         for student, by_ex in answers.items():
-            normal = normalise(by_ex.get(ex) or "")
-            if normal is None or normal == starter or len(tokens(normal)) < min_tokens:
+            normal = by_ex.get(ex)
+            if not isinstance(normal, str) or normal == starter or len(tokens(normal)) < min_tokens:
                 continue
             normals[student] = normal
         if len(normals) < 2:

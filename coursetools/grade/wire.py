@@ -88,16 +88,32 @@ def decode(data: Any, depth: int = 0) -> Any:
 
 
 MAX_LINE_DEPTH = 2 * MAX_DEPTH + 8  # an event's JSON nesting: its own levels and an output's
+# JSON objects and arrays in one line: a parsed container costs the grader ~60-100 bytes
+# whatever its text (``{}`` is 2 bytes), so a line is bounded by what it holds, not by its
+# length (issue 34: 12 MB of ``{}`` per reply took the grader to 4.7 GB). An output of the
+# course (arrays, tuples, dicts of a few dozen values) holds a few hundred.
+MAX_LINE_CONTAINERS = 50_000
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-def check_line(line: bytes, prefix: bytes, max_depth: int = MAX_LINE_DEPTH) -> bool:
-    """True when ``line`` begins with ``prefix`` (the run's secret, written first) and its JSON
-    nesting stays within ``max_depth``: checked before the line is parsed, so a forged line of
-    nested brackets costs a scan, never a deep parse (issue 24)."""
+def containers(line: bytes) -> int:
+    """How many JSON objects and arrays ``line`` opens (brackets inside strings not counted)."""
+    bare = _STRING.sub(b"", line)
+    return bare.count(b"{") + bare.count(b"[")
+
+
+def check_line(
+    line: bytes, prefix: bytes, max_depth: int = MAX_LINE_DEPTH, max_containers: int = MAX_LINE_CONTAINERS
+) -> bool:
+    """True when ``line`` begins with ``prefix`` (the run's secret, written first), its JSON
+    nesting stays within ``max_depth`` and it opens at most ``max_containers`` objects and
+    arrays: checked before the line is parsed, so a forged line of nested brackets costs a
+    scan, never a deep parse (issue 24), and a line of empty objects never a huge one (issue 34)."""
     if not line.startswith(prefix):
         return False
     brackets = _STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
+    if brackets.count(b"{") + brackets.count(b"[") > max_containers:
+        return False
     if len(brackets) <= max_depth:
         return True
     depth = 0

@@ -242,7 +242,7 @@ def test_a_section_that_fails_leaves_a_note_not_a_missing_report(tmp_path, monke
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(similarity, "flag_pairs", broken)
+    monkeypatch.setattr(similarity, "flag_normals", broken)
     monkeypatch.setattr(class_report, "_time_figure", broken)
     fake_class.write_graded(tmp_path, records)
     text = (tmp_path / "report.html").read_text(encoding="utf-8")
