@@ -1444,6 +1444,8 @@ def audit_notebook(cells, answers: Iterable[int], policy, handed_out: Iterable[i
             if binding.kind == "def":
                 auditor.function(binding.node, [], names, binding.where)
             else:
+                if binding.kind == "path":
+                    auditor.check_path(binding.path, binding.where)
                 why = binding.why or f"an {binding.kind}" if binding.kind != "const" else "a constant"
                 auditor.flag(
                     f"{binding.where}: {policy.function} is bound by {why}, not by a def the check can read"

@@ -115,10 +115,18 @@ def _judge(exercise: Exercise, case, event: CaseEvent, settings) -> CaseResult |
     return None
 
 
-def finish(record: Record, assignment, exercises, results, settings, started: float) -> Record:
+def finish(
+    record: Record, assignment, exercises, results, settings, started: float, held: dict | None = None
+) -> Record:
     """Step 4 of :func:`coursetools.grade.runner.grade_submission`: judge every case and complete
     ``record`` (its exercises, ``total``, ``max``, ``seconds``; ``graded`` becomes ``needs-review``
-    when a reason to review was found). ``results``: ``{(exercise, case): CaseEvent}``."""
+    when a reason to review was found). ``results``: ``{(exercise, case): CaseEvent}``.
+
+    ``held``: ``{exercise: reasons}``, the answers the allow-list rule sends to a person
+    (:func:`attnlib.checks.forbidden.audit_notebook`): their cases are judged and shown, but
+    the exercise gets no score (and the record no total) until an instructor sets one; the
+    reasons are in ``record.review``, so the record needs review."""
+    held = held or {}
     status = record.status
     readable = status is not Status.UNREADABLE
     total = 0.0
@@ -128,7 +136,12 @@ def finish(record: Record, assignment, exercises, results, settings, started: fl
         banned = record.forbidden.get(ex_id) if readable else None
         verdicts = [_verdict(exercise, ex_id, case, banned, results, settings) for case in exercise.cases]
         score = None
-        if readable and all(v is not None for v in verdicts):
+        if ex_id in held:
+            complete = False  # never marks: a person decides (the reasons are in record.review)
+            for why in held[ex_id]:
+                if why not in record.review:
+                    record.review.append(str(why))
+        elif readable and all(v is not None for v in verdicts):
             passed = sum(v.passed for v in verdicts)
             score = round(points * passed / len(verdicts), 6)
             total += score
