@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the bank's payloads are notebook cells, one source line per string
 """The forbidden-call rule is sound by construction (issue 34, item 1): an attack bank by kind.
 
 The rule (attnlib/checks/allowed.py, attnlib.checks.forbidden.audit_notebook on the grader's
@@ -25,9 +26,9 @@ import nbformat
 import pytest
 
 from attnlib.checks import get_exercise
-from attnlib.checks.judge import allow_list, forbidden_calls
 from attnlib.checks.allowed import BASE_PATHS, EXTRA, policy
 from attnlib.checks.forbidden import Audit, _Forbid, _lookup, audit_function
+from attnlib.checks.judge import allow_list, forbidden_calls
 from attnlib.checks.public_paths import PUBLIC_PATHS, build
 from coursetools.grade import batch, submission
 
