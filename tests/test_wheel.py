@@ -89,6 +89,18 @@ def test_the_wheel_holds_the_recorded_spreads(wheel):
     assert in_wheel == in_repo
 
 
+def test_the_wheel_holds_chapter_12s_text_with_its_hash(wheel):
+    """Chapter 12 trains on Tiny Shakespeare, read offline from the installed attnlib (package data)."""
+    import hashlib
+
+    from attnlib.chapters.char_lm import SHA256
+
+    names = wheel.namelist()
+    assert "attnlib/chapters/data/README.md" in names, "the text's provenance is missing from the wheel"
+    data = wheel.read("attnlib/chapters/data/tinyshakespeare.txt")
+    assert hashlib.sha256(data).hexdigest() == SHA256
+
+
 def test_the_wheel_requires_only_what_attnlib_imports(wheel):
     (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     message = email.message_from_string(wheel.read(metadata).decode())
