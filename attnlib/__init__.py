@@ -44,6 +44,7 @@ from attnlib.positions import (
 )
 from attnlib.scores import additive_scores, cosine_scores, dot_scores, general_scores, scaled_dot_scores
 from attnlib.transformer import TransformerBlock
+from attnlib.vision import PatchEmbedding, attention_rollout, patchify, unpatchify
 
 __version__ = "0.1.0"
 
@@ -53,12 +54,14 @@ __all__ = [
     "LearnedPositions",
     "MultiHeadAttention",
     "OnlineSoftmaxState",
+    "PatchEmbedding",
     "TransformerBlock",
     "additive_scores",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
     "as_additive_mask",
+    "attention_rollout",
     "causal_mask",
     "combine_masks",
     "cosine_scores",
@@ -78,6 +81,7 @@ __all__ = [
     "online_update_",
     "padding_mask",
     "parameter_count",
+    "patchify",
     "repeat_kv",
     "rope_angles",
     "scaled_dot_product_attention",
@@ -87,4 +91,5 @@ __all__ = [
     "split_heads",
     "tile_step",
     "tiled_attention",
+    "unpatchify",
 ]

@@ -23,6 +23,7 @@ CORE = [
     "attnlib.efficient.kv_cache",
     "attnlib.positions",
     "attnlib.transformer",
+    "attnlib.vision",
     "attnlib.numpy",
     "attnlib.utils",
 ]

@@ -61,6 +61,7 @@ CALLS = {
         (),
         dict(embed_dim=8, num_heads=2, dropout=0.25, bias=True, kdim=6, vdim=5),
     ),
+    "PatchEmbedding": lambda: (attnlib.PatchEmbedding, (), dict(in_channels=2, patch_size=2, d_model=4)),
     "OnlineSoftmaxState": lambda: (attnlib.OnlineSoftmaxState, (), dict(m=0.5, l=2.0, seen=3)),
     "TransformerBlock": lambda: (
         attnlib.TransformerBlock,
@@ -81,6 +82,11 @@ CALLS = {
     "alibi_bias": lambda: (attnlib.alibi_bias, (), dict(num_heads=2, L=3, S=5, causal=False, query_offset=1)),
     "alibi_slopes": lambda: (attnlib.alibi_slopes, (), dict(num_heads=4)),
     "apply_rope": lambda: (attnlib.apply_rope, (t(3, 4),), dict(base=4096.0)),
+    "attention_rollout": lambda: (
+        attnlib.attention_rollout,
+        (t(2, 1, 2, 3, 3).softmax(-1),),
+        dict(residual=False),
+    ),
     "as_additive_mask": lambda: (attnlib.as_additive_mask, (torch.tensor([True, False]),), {}),
     "causal_mask": lambda: (attnlib.causal_mask, (), dict(q_len=3, k_len=4, diagonal=-1)),
     "combine_masks": lambda: (attnlib.combine_masks, (torch.tensor([True, False]), None), {}),
@@ -125,6 +131,7 @@ CALLS = {
         (),
         dict(embed_dim=8, num_heads=2, bias=False, kdim=6, vdim=5),
     ),
+    "patchify": lambda: (attnlib.patchify, (t(2, 1, 4, 6),), dict(patch_size=2)),
     "repeat_kv": lambda: (attnlib.repeat_kv, (t(1, 2, 3, 4),), dict(n_rep=3)),
     "rope_angles": lambda: (attnlib.rope_angles, (torch.arange(3),), dict(dim=4, base=4096.0)),
     "scaled_dot_product_attention": lambda: (
@@ -150,6 +157,7 @@ CALLS = {
         (t(2, 3, 4), t(2, 5, 4, seed=1), t(2, 5, 6, seed=2)),
         dict(is_causal=True, scale=0.5, enable_gqa=False, diagonal=1, block_q=2, block_k=3),
     ),
+    "unpatchify": lambda: (attnlib.unpatchify, (t(2, 6, 4),), dict(patch_size=2, height=4, width=6)),
     # the NumPy mirrors
     "numpy.additive_scores": lambda: (anp.additive_scores, (a(2, 3), a(4, 5), a(6, 3), a(6, 5), a(6)), {}),
     "numpy.causal_mask": lambda: (anp.causal_mask, (), dict(q_len=3, k_len=4, diagonal=-1)),
