@@ -110,6 +110,9 @@ def _arrow(ax, start, end, color="black", style="-|>", lw=1.2, ls="-", shrink=2.
 def draw_bottleneck(source_len: int = 4, target_len: int = 4):
     """Chapter 01: an RNN encoder whose last state is the one context vector the decoder sees.
 
+    The context vector starts the decoder and is fed to every decoder step beside the
+    previous output, as in Cho et al. (2014) and chapter 01's ``Seq2SeqGRU``.
+
     Parameters
     ----------
     source_len, target_len : int, optional
@@ -132,7 +135,7 @@ def draw_bottleneck(source_len: int = 4, target_len: int = 4):
             _arrow(ax, (xs_enc[i - 1] + 0.4 * step, 2.6), (x - 0.4 * step, 2.6), color=BLUE)
     cx = 5.55
     _box(ax, cx, 2.6, 0.8, 1.5, "$c$", color=VERMILION, fontsize=FS + 2)
-    ax.text(cx, 1.4, "one vector\nof $d_h$ numbers", ha="center", va="center", fontsize=MIN_FONT_SIZE)
+    ax.text(cx, 3.95, "one vector\nof $d_h$ numbers", ha="center", va="center", fontsize=MIN_FONT_SIZE)
     _arrow(ax, (xs_enc[-1] + 0.4 * step, 2.6), (cx - 0.4, 2.6), color=VERMILION, lw=2)
     step_d = 3.6 / target_len
     xs_dec = [6.2 + step_d * (i + 0.5) for i in range(target_len)]
@@ -145,6 +148,10 @@ def draw_bottleneck(source_len: int = 4, target_len: int = 4):
             # the previous output is the next input
             _arrow(ax, (xs_dec[i - 1] + 0.2 * step_d, 4.2), (x - 0.2 * step_d, 3.0), color=GREY, lw=0.9)
     _arrow(ax, (cx + 0.4, 2.6), (xs_dec[0] - 0.4 * step_d, 2.6), color=VERMILION, lw=2)
+    # ... and c is an input of every decoder step (Cho et al. 2014), not only of the first
+    for x in xs_dec:
+        _arrow(ax, (cx + 0.2, 1.85), (x, 2.2), color=VERMILION, lw=0.9, connectionstyle="arc3,rad=0.25")
+    ax.text(8.0, 1.2, "$c$ also enters every step", ha="center", fontsize=MIN_FONT_SIZE, color=VERMILION)
     ax.text(2.7, 3.6, "encoder (reads the source)", ha="center", fontsize=FS, color=BLUE)
     ax.text(8.0, 5.3, "decoder (writes the target)", ha="center", fontsize=FS, color=GREEN)
     ax.text(2.7, 0.2, "source tokens", ha="center", fontsize=MIN_FONT_SIZE, color="dimgray")
@@ -155,6 +162,7 @@ def draw_alignment(
     source: Sequence[str] = ("3", "1", "4", "1", "5"),
     target: Sequence[str] = ("5", "1", "4", "1", "3"),
     weights=None,
+    aligned: Sequence[int] | None = None,
 ):
     """Chapter 02: alignment lines from each target token to the source tokens it attends to.
 
@@ -163,9 +171,12 @@ def draw_alignment(
     source, target : sequence of str
         The tokens (at most 8 each).
     weights : array_like, optional
-        ``(len(target), len(source))`` attention weights, rows summing to 1. Default: an
-        idealised reversal (each target token puts 0.8 on its mirrored source token, the
-        rest spread evenly): a picture of the idea, not a trained model.
+        ``(len(target), len(source))`` attention weights, rows summing to 1.
+    aligned : sequence of int, optional
+        Without ``weights``: for each target token, the source position it copies; the
+        drawn weights put 0.8 there and spread the rest evenly (a picture of the idea,
+        not a trained model). Default: reversal (target token i copies source token
+        ``len(source) - 1 - i``).
 
     Returns
     -------
@@ -175,9 +186,16 @@ def draw_alignment(
     if not (1 <= n_s <= 8 and 1 <= n_t <= 8):
         raise ValueError(f"draw_alignment: source and target must have 1 to 8 tokens, got {n_s} and {n_t}")
     if weights is None:
+        if aligned is None:
+            aligned = [max(0, n_s - 1 - i) for i in range(n_t)]
+        if len(aligned) != n_t or not all(0 <= int(j) < n_s for j in aligned):
+            raise ValueError(
+                f"draw_alignment: aligned must give one source position (0 to {n_s - 1}) per "
+                f"target token, {n_t} in all; got {list(aligned)}"
+            )
         w = np.full((n_t, n_s), 0.2 / max(n_s - 1, 1))
-        for i in range(n_t):
-            w[i, max(0, n_s - 1 - i)] = 0.8 if n_s > 1 else 1.0
+        for i, j in enumerate(aligned):
+            w[i, int(j)] = 0.8 if n_s > 1 else 1.0
     else:
         w = np.asarray(weights, dtype=float)
         if w.shape != (n_t, n_s):
@@ -287,19 +305,32 @@ def draw_heads(num_heads: int = 4):
     for x, name in ((3.0, "$Q$"), (4.5, "$K$"), (6.0, "$V$")):
         matrix(x, name, True)
     _arrow(ax, (1.5, 3.1), (2.4, 3.1))
-    ax.text(1.95, 5.6, "$XW_Q,\\ XW_K,\\ XW_V$", ha="left", fontsize=MIN_FONT_SIZE)
+    ax.text(1.95, 6.0, "$XW_Q,\\ XW_K,\\ XW_V$", ha="left", fontsize=MIN_FONT_SIZE)
     ax.text(
-        4.5, 5.0, f"split $d$ into {num_heads} heads of $d/{num_heads}$", ha="center", fontsize=MIN_FONT_SIZE
+        4.5, 5.4, f"split $d$ into {num_heads} heads of $d/{num_heads}$", ha="center", fontsize=MIN_FONT_SIZE
     )
     # per-head attention, then concatenation
-    for k, color in enumerate(colors):
-        y = 5.4 - k * (4.2 / num_heads)
-        _box(ax, 7.6, y - 0.5, 1.15, 0.55, f"head {k + 1}", color=color, fontsize=MIN_FONT_SIZE)
-    _arrow(ax, (6.6, 3.1), (7.1, 3.1))
+    head_ys = [5.4 - k * (4.2 / num_heads) - 0.5 for k in range(num_heads)]
+    for k, (color, y) in enumerate(zip(colors, head_ys, strict=True)):
+        _box(ax, 7.6, y, 1.15, 0.55, f"head {k + 1}", color=color, fontsize=MIN_FONT_SIZE)
+    # Q, K and V all enter every head (each head reads its own slice of the three):
+    # a line from the top of each, joined into one bus that feeds the heads
+    bus_y, bus_x, out_x = 5.0, 6.8, 8.35
+    line = dict(color="black", linewidth=1.2, solid_capstyle="butt")
+    for x in (3.0, 4.5, 6.0):
+        ax.plot([x, x], [4.62, bus_y], **line)
+    ax.plot([3.0, bus_x, bus_x], [bus_y, bus_y, head_ys[-1]], **line)
+    for y in head_ys:
+        _arrow(ax, (bus_x, y), (7.03, y), shrink=0)
+        ax.plot([8.17, out_x], [y, y], **line)  # each head's output, concatenated
+    ax.plot([out_x, out_x], [head_ys[0], head_ys[-1]], **line)
     matrix(9.1, "concat\n$\\cdot W_O$", True)
-    _arrow(ax, (8.05, 3.1), (8.45, 3.1))
+    _arrow(ax, (out_x, 3.1), (8.5, 3.1), shrink=0)
+    # the layer's output: concat(heads) W_O, (L, d) like X
+    _arrow(ax, (9.1, 4.65), (9.1, 5.35))
+    ax.text(9.1, 5.5, "output\n$(L, d)$", ha="center", va="bottom", fontsize=MIN_FONT_SIZE)
     ax.text(
-        7.6,
+        5.0,
         0.45,
         "each head: softmax$(QK^\\top/\\sqrt{d/h})\\,V$ on its slice",
         ha="center",
@@ -351,8 +382,8 @@ def draw_tiles(n_query_tiles: int = 4, n_key_tiles: int = 4, causal: bool = True
     """Chapter 08: the (L, S) score matrix cut into tiles; causal tiles above the diagonal skipped.
 
     Each row of query tiles keeps, per query, a running maximum ``m``, a running sum of
-    exponentials ``l`` and an unnormalised output ``O`` while it visits the key tiles
-    from left to right; only one tile of scores exists at a time.
+    exponentials ``ell`` and an unnormalised output ``a`` (chapter 08's notation) while it
+    visits the key tiles from left to right; only one tile of scores exists at a time.
 
     Parameters
     ----------
@@ -391,7 +422,7 @@ def draw_tiles(n_query_tiles: int = 4, n_key_tiles: int = 4, causal: bool = True
         ax.text(
             x0 + n_key_tiles * size + 0.25,
             y_top - (i + 0.5) * size,
-            f"$m, l, O$ of tile row {i + 1}",
+            f"$m, \\ell, a$ of tile row {i + 1}",
             va="center",
             fontsize=MIN_FONT_SIZE,
         )
