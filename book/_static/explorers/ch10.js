@@ -132,7 +132,7 @@
     var forceSel = C.select(off, { name: "force", label: "put it off track: write instead", value: 0,
       options: model.vocab.letters.split("").map(function (ch, i) { return [i, ch]; }).concat([[model.vocab.eos, "<eos>"]]),
       onInput: function () {} });
-    var forceBtn = C.button(off, "Write this token", function () { force(Number(forceSel.value)); }, "force");
+    var forceBtn = C.button(off, "Write this token", function () { force(Number(forceSel.value)); }, "write");
     var fileId = "ce-file-" + Math.random().toString(36).slice(2, 8);
     var file = C.el("input", { type: "file", id: fileId, accept: ".json,application/json", "data-knob": "file" });
     root.insertBefore(C.el("div", { class: "ce-control ce-file" },

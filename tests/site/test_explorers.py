@@ -1,0 +1,684 @@
+"""The explorers and self-checks of the chapter pages, driven in Chromium, against attnlib.
+
+book/_ext/course_explorers.py puts an explorer (a closed ``<details>``) into chapters 03-10 and
+a self-check into chapters 01-10. Here each explorer is opened, its knobs are set (by script
+and, for some, by keyboard), and every number it shows is read from the cells' ``data-value``
+and compared with what attnlib computes for the page's own inputs (``data-inputs``): float64
+to 1e-9 (the page computes in float64) and float32 to 1e-5 relative. Chapter 10's model runs
+in the page: its logits and every head's attention for the tokens it generated match torch's
+(float64 on the same float32 weights to 1e-9, float32 to 1e-4), and its greedy tokens are
+torch's; a model exported in Python (``attnlib.chapters.web_export``) is loaded through the
+page's file picker and checked the same way. Every question is answered wrong (each explained
+mistake) and right, and the numbers in the quiz files are recomputed here.
+
+Screenshots go to ``test-artifacts/explorers/``. ``python tests/site/test_explorers.py HTML``
+runs the browser checks on any built site folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests") not in sys.path:  # run as a script: helpers_chromium lives in tests/
+    sys.path.append(str(ROOT / "tests"))
+if str(ROOT / "tests" / "site") not in sys.path:
+    sys.path.append(str(ROOT / "tests" / "site"))
+from test_browser import browser, site  # noqa: E402,F401 (fixtures)
+
+import attnlib  # noqa: E402
+from attnlib import functional  # noqa: E402
+from attnlib.chapters import tiny_lm, web_export  # noqa: E402
+from attnlib.efficient.online import online_attention_row_numpy  # noqa: E402
+from attnlib.modules import split_heads  # noqa: E402
+from attnlib.positions import alibi_bias, alibi_slopes, apply_rope  # noqa: E402
+
+SHOTS = ROOT / "test-artifacts" / "explorers"
+QUIZ_DIR = ROOT / "book" / "_quizzes"
+QUIZZES = sorted(QUIZ_DIR.glob("ch[0-9][0-9].yml"))
+F32_RTOL = 1e-5
+
+
+# --- page helpers ------------------------------------------------------------------------------
+
+
+def _page(chapter: str) -> str:
+    return {
+        "01": "01-bottleneck",
+        "02": "02-additive-attention",
+        "03": "03-queries-keys-values",
+        "04": "04-scaling-softmax",
+        "05": "05-masks",
+        "06": "06-multi-head-attention",
+        "07": "07-cross-attention",
+        "08": "08-efficiency",
+        "09": "09-positions",
+        "10": "10-transformer",
+    }[chapter]
+
+
+def _wait(driver, script, timeout=30, *args):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(script, *args)
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+def open_page(driver, base, chapter):
+    driver.set_window_size(1280, 900)
+    driver.get(f"{base}book/{_page(chapter)}.html")
+    _wait(driver, "return document.readyState === 'complete';")
+
+
+def loaded_scripts(driver) -> list[str]:
+    return driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name.split('/').pop().split('?')[0]);"
+    )
+
+
+def open_explorer(driver, name):
+    """Open the explorer's <details> with the keyboard (focus its summary, press Enter); its root."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    details = driver.find_element(By.CSS_SELECTOR, f'details.course-explorer[data-explorer="{name}"]')
+    summary = details.find_element(By.TAG_NAME, "summary")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus();", summary)
+    summary.send_keys(Keys.ENTER)
+    state = _wait(
+        driver,
+        "const b = arguments[0].querySelector('.course-explorer-body');"
+        "return ['ready', 'error'].includes(b.dataset.state) && b.dataset.state;",
+        60,
+        details,
+    )
+    assert state == "ready", f"{name}: explorer did not start: {details.text[:300]}"
+    return details.find_element(By.CSS_SELECTOR, ".ce-root")
+
+
+def set_knob(driver, root, name, value):
+    found = driver.execute_script(
+        """
+        const el = arguments[0].querySelector('[data-knob="' + arguments[1] + '"]');
+        if (!el) return false;
+        if (el.type === 'checkbox') el.checked = arguments[2]; else el.value = arguments[2];
+        el.dispatchEvent(new Event(el.tagName === 'SELECT' || el.type === 'checkbox' ? 'change' : 'input'));
+        return true;""",
+        root,
+        name,
+        value,
+    )
+    assert found, f"no knob {name!r}"
+
+
+def press(driver, root, name):
+    from selenium.webdriver.common.by import By
+
+    root.find_element(By.CSS_SELECTOR, f'[data-knob="{name}"]').click()
+
+
+def table(driver, root, name) -> np.ndarray:
+    rows = driver.execute_script(
+        """const t = arguments[0].querySelector('table[data-name="' + arguments[1] + '"]');
+        if (!t) return null;
+        return Array.from(t.tBodies[0].rows).map(r => Array.from(r.querySelectorAll('td')).map(td => td.dataset.value));""",
+        root,
+        name,
+    )
+    assert rows is not None, f"no table {name!r}"
+    return np.array([[float(v) for v in row] for row in rows], dtype=np.float64)
+
+
+def inputs(driver, root) -> dict:
+    return json.loads(driver.execute_script("return arguments[0].dataset.inputs;", root))
+
+
+def live_text(driver, root) -> str:
+    return driver.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('.ce-live')).map(p => p.textContent).join(' | ');", root
+    )
+
+
+def assert_course(page, ref64, ref32=None, what="", rtol32=F32_RTOL):
+    """The page's numbers equal attnlib's: float64 to 1e-9, float32 to rtol32 (NaN where NaN)."""
+    page = np.asarray(page, dtype=np.float64)
+    ref64 = np.asarray(torch.as_tensor(ref64).double(), dtype=np.float64).reshape(page.shape)
+    np.testing.assert_allclose(page, ref64, rtol=1e-9, atol=1e-12, equal_nan=True, err_msg=f"{what} (float64)")
+    if ref32 is not None:
+        ref32 = np.asarray(torch.as_tensor(ref32).double(), dtype=np.float64).reshape(page.shape)
+        finite = np.isfinite(ref32)
+        scale = np.abs(ref32[finite]).max() if finite.any() else 1.0
+        np.testing.assert_allclose(
+            page, ref32, rtol=rtol32, atol=1e-7 * max(scale, 1.0), equal_nan=True, err_msg=f"{what} (float32)"
+        )
+
+
+def shoot(driver, root, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", root)
+    time.sleep(0.2)
+    (SHOTS / f"{name}.png").write_bytes(root.screenshot_as_png)
+
+
+def _both(fn):
+    """fn(dtype) in float64 and in float32."""
+    return fn(torch.float64), fn(torch.float32)
+
+
+# --- the explorers -----------------------------------------------------------------------------
+
+
+def check_ch03(driver, base):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(driver, base, "03")
+    assert not {"common.js", "ch03.js"} & set(loaded_scripts(driver)), "explorer code loaded before it was opened"
+    root = open_explorer(driver, "ch03-query-keys")
+    assert {"common.js", "ch03.js"} <= set(loaded_scripts(driver))
+    temperature = root.find_element(By.CSS_SELECTOR, '[data-knob="T"]')
+    before = live_text(driver, root)
+    temperature.send_keys(Keys.ARROW_RIGHT)  # keyboard: 1.0 -> 1.1
+    assert inputs(driver, root)["temperature"] == pytest.approx(1.1)
+    assert live_text(driver, root) != before, "the live region did not announce the change"
+    for knobs in ({"qx": -1.2, "T": 0.5}, {"key": 2}, {"kx": 2.5, "T": 3.0}, {"qy": 2.9, "T": 0.1}):
+        for name, value in knobs.items():
+            set_knob(driver, root, name, value)
+        s = inputs(driver, root)
+
+        def ref(dtype, s=s):
+            q = torch.tensor([s["query"]], dtype=dtype)
+            k, v = torch.tensor(s["keys"], dtype=dtype), torch.tensor(s["values"], dtype=dtype)
+            out, w = attnlib.scaled_dot_product_attention(q, k, v, scale=1 / s["temperature"], return_weights=True)
+            return q @ k.T / s["temperature"], w, out
+
+        (s64, w64, o64), (s32, w32, o32) = _both(ref)
+        assert_course(table(driver, root, "scores"), s64, s32, "ch03 scores")
+        assert_course(table(driver, root, "weights"), w64, w32, "ch03 weights")
+        assert_course(table(driver, root, "output"), o64, o32, "ch03 output")
+    assert inputs(driver, root)["keys"][2][0] == pytest.approx(2.5)
+    shoot(driver, root, "ch03")
+
+
+def check_ch04(driver, base):
+    open_page(driver, base, "04")
+    root = open_explorer(driver, "ch04-scale")
+    for log_dk, scaled in ((0, True), (6, False), (6, True), (10, False), (10, True)):
+        set_knob(driver, root, "dk", log_dk)
+        set_knob(driver, root, "scaled", scaled)
+        s = inputs(driver, root)
+        assert s["d_k"] == 2**log_dk and s["scaled"] == scaled
+
+        def ref(dtype, s=s):
+            q, k = torch.tensor([s["query"]], dtype=dtype), torch.tensor(s["keys"], dtype=dtype)
+            scale = 1 / math.sqrt(s["d_k"]) if s["scaled"] else 1.0
+            scores = attnlib.scores.scaled_dot_scores(q, k, scale=scale)  # (1, 8)
+            w = functional.softmax(scores, dim=-1)
+            entropy = -(w * torch.log(w.clamp_min(torch.finfo(dtype).tiny))).sum()
+            sd = scores.std(unbiased=False)
+            summary = torch.stack([sd, entropy, (w * (1 - w)).max()])
+            return scores, w, summary
+
+        (sc64, w64, su64), (sc32, w32, su32) = _both(ref)
+        assert_course(table(driver, root, "scores"), sc64, sc32, f"ch04 scores d_k={s['d_k']}")
+        assert_course(table(driver, root, "weights"), w64, w32, f"ch04 weights d_k={s['d_k']}", rtol32=1e-4)
+        assert_course(table(driver, root, "summary"), su64, None, f"ch04 spread/entropy/gradient d_k={s['d_k']}")
+    for x in (10, 88, 89, 120):
+        set_knob(driver, root, "x", x)
+        row32 = torch.tensor([x, x - 1, x - 2], dtype=torch.float32)
+        e = torch.exp(row32)
+        naive = e / e.sum()
+        page = table(driver, root, "overflow")
+        np.testing.assert_allclose(page[0], e.double().numpy(), rtol=1e-6, equal_nan=True)
+        np.testing.assert_allclose(page[1], naive.double().numpy(), rtol=F32_RTOL, equal_nan=True)
+        assert_course(page[2], functional.softmax(row32.double(), -1), functional.softmax(row32, -1), "stable")
+        assert np.isnan(page[1]).any() == (x >= 89), f"x={x}: naive softmax {page[1]}"
+        assert np.isfinite(page[2]).all()
+    assert "overflows" in live_text(driver, root)
+    shoot(driver, root, "ch04")
+
+
+def _mask_reference(s, dtype):
+    q, k, v = (torch.tensor(s[n], dtype=dtype) for n in ("query", "key", "value"))
+    mask = torch.tensor(s["mask"])
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    if s["policy"] == "attnlib":
+        out, w = attnlib.scaled_dot_product_attention(q, k, v, attn_mask=mask, return_weights=True)
+        return w, out
+    if s["policy"] == "neg-inf":
+        w = torch.softmax(scores.masked_fill(~mask, -math.inf), -1)
+    elif s["policy"] == "neg-large":
+        w = torch.softmax(scores.masked_fill(~mask, -1e9), -1)
+    else:
+        w = torch.softmax(scores, -1) * mask
+    return w, w @ v
+
+
+def check_mask(driver, base, chapter):
+    open_page(driver, base, chapter)
+    root = open_explorer(driver, "ch05-mask")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    cell = root.find_element(By.CSS_SELECTOR, '.ce-cell[data-row="3"][data-col="2"]')
+    was = inputs(driver, root)["mask"][3][2]
+    cell.send_keys(Keys.ENTER)  # a button: Enter toggles it
+    assert inputs(driver, root)["mask"][3][2] == (not was)
+    assert "query 4, key 3" in cell.get_attribute("aria-label")
+    for settings in ({"length": 4, "causal": True}, {"length": 2, "causal": False}, {"length": 0, "causal": True}):
+        for name, value in settings.items():
+            set_knob(driver, root, name, value)
+        for policy in ("attnlib", "neg-inf", "neg-large", "after"):
+            set_knob(driver, root, "policy", policy)
+            s = inputs(driver, root)
+            mask = np.array(s["mask"])
+            assert mask[:, settings["length"] :].sum() == 0
+            if settings["length"] == 4:
+                assert not mask[1].any(), "the fully masked row of the default setting"
+            (w64, o64), (w32, o32) = (_mask_reference(s, torch.float64), _mask_reference(s, torch.float32))
+            assert_course(table(driver, root, "weights"), w64, w32, f"ch{chapter} weights {policy} {settings}")
+            assert_course(table(driver, root, "output"), o64, o32, f"ch{chapter} output {policy} {settings}")
+            empty = ~mask.any(1)
+            page_w = table(driver, root, "weights")
+            if policy == "attnlib":
+                assert (page_w[empty] == 0).all()
+            elif policy == "neg-inf":
+                assert np.isnan(page_w[empty]).all()
+            elif policy == "neg-large":
+                np.testing.assert_allclose(page_w[empty], 1 / mask.shape[1], rtol=1e-12)
+            if empty.any():
+                assert "attend to nothing" in live_text(driver, root)
+    shoot(driver, root, f"ch{chapter}-mask")
+
+
+def check_ch05(driver, base):
+    check_mask(driver, base, "05")
+
+
+def check_ch07(driver, base):
+    check_mask(driver, base, "07")
+
+
+def check_ch06(driver, base):
+    open_page(driver, base, "06")
+    root = open_explorer(driver, "ch06-heads")
+    for h in (1, 2, 4, 8):
+        set_knob(driver, root, "heads", str(h))
+        s = inputs(driver, root)
+        x = torch.tensor(s["x"], dtype=torch.float64)  # (L, D)
+        right = split_heads(x[None], h)[0]  # (h, L, d)
+        wrong = x.reshape(h, x.shape[0], -1)
+        for a in range(h):
+            assert_course(table(driver, root, f"right-{a}"), right[a], split_heads(x.float()[None], h)[0][a], "right")
+            assert_course(table(driver, root, f"wrong-{a}"), wrong[a], x.float().reshape(h, x.shape[0], -1)[a], "wrong")
+        mixed = sum(int((wrong[a].floor() != torch.arange(1, 4)[:, None]).any(1).sum()) for a in range(h))
+        assert f"Wrong split: {mixed} of {h * 3} rows" in live_text(driver, root)
+        assert (mixed == 0) == (h == 1)
+    shoot(driver, root, "ch06")
+
+
+def check_ch08(driver, base):
+    open_page(driver, base, "08")
+    root = open_explorer(driver, "ch08-online")
+    for tile, spread in ((3, 2.0), (4, 10.0), (1, 0.5), (12, 2.0)):
+        set_knob(driver, root, "tile", str(tile))
+        set_knob(driver, root, "spread", spread)
+        s = inputs(driver, root)
+        scores = np.array(s["scores"])
+        values = np.array(s["value"])
+        _, states = online_attention_row_numpy(np.ones(1), scores[:, None], values, block_size=tile, scale=1.0)
+        steps = math.ceil(12 / tile)
+        for step in range(1, steps + 1):
+            press(driver, root, "next")
+            page = table(driver, root, "steps")
+            assert page.shape[0] == step
+            seen = min(step * tile, 12)
+            state = states[step - 1]
+            assert page[-1, 0] == seen == state.seen
+            np.testing.assert_allclose(page[-1, [1, 3]], [state.m, state.l], rtol=1e-9)
+            np.testing.assert_allclose(page[-1, 4:6], state.acc, rtol=1e-9, atol=1e-12)
+            so_far = (
+                functional.softmax(torch.tensor(scores[:seen]), -1) @ torch.tensor(values[:seen]),
+                functional.softmax(torch.tensor(scores[:seen], dtype=torch.float32), -1)
+                @ torch.tensor(values[:seen], dtype=torch.float32),
+            )
+            assert_course(page[-1, 6:8], *so_far, f"ch08 output after {seen} keys")
+        q = torch.ones(1, 1, dtype=torch.float64)
+        full = attnlib.scaled_dot_product_attention(
+            q, torch.tensor(scores)[:, None], torch.tensor(values), scale=1.0
+        )
+        full32 = attnlib.scaled_dot_product_attention(
+            q.float(), torch.tensor(scores, dtype=torch.float32)[:, None], torch.tensor(values).float(), scale=1.0
+        )
+        assert_course(table(driver, root, "full"), full, full32, "ch08 full softmax")
+        assert_course(table(driver, root, "steps")[-1, 6:8], full, full32, "ch08 last tile = full softmax")
+        assert "the full softmax gives" in live_text(driver, root)
+        press(driver, root, "reset")
+    press(driver, root, "all")
+    shoot(driver, root, "ch08")
+
+
+def check_ch09(driver, base):
+    open_page(driver, base, "09")
+    root = open_explorer(driver, "ch09-rope")
+    scores = []
+    for m, n, shift in ((7, 3, 0), (7, 3, 40), (3, 7, 0), (20, 0, 13), (5, 5, 0)):
+        set_knob(driver, root, "m", m)
+        set_knob(driver, root, "n", n)
+        set_knob(driver, root, "shift", shift)
+        s = inputs(driver, root)
+        assert (s["m"], s["n"]) == (m + shift, n + shift)
+
+        def ref(dtype, s=s):
+            q = apply_rope(torch.tensor([[s["query"]]], dtype=dtype), torch.tensor([s["m"]]))[0, 0]
+            k = apply_rope(torch.tensor([[s["key"]]], dtype=dtype), torch.tensor([s["n"]]))[0, 0]
+            return torch.stack([q, k]), q @ k
+
+        (r64, d64), (r32, d32) = _both(ref)
+        assert_course(table(driver, root, "rotated"), r64, r32, "ch09 rotated q, k")
+        page = table(driver, root, "score")
+        assert page[0, 0] == m - n
+        assert_course(page[0, 1], d64, d32, "ch09 score")
+        scores.append(page[0, 1])
+    assert scores[0] == pytest.approx(scores[1], abs=1e-12), "shifting both positions changed the score"
+    shoot(driver, root, "ch09-rope")
+    root = open_explorer(driver, "ch09-alibi")
+    for heads, length, head in ((8, 5, 2), (1, 3, 0), (16, 8, 15), (6, 4, 5)):
+        set_knob(driver, root, "heads", heads)
+        set_knob(driver, root, "L", length)
+        set_knob(driver, root, "head", str(head))
+        assert inputs(driver, root) == {"heads": heads, "L": length, "head": head}
+        slopes = alibi_slopes(heads)
+        assert_course(table(driver, root, "slopes")[0], slopes.double(), slopes, "ch09 slopes")
+        bias = alibi_bias(heads, length, length)[head]
+        page = table(driver, root, "bias")
+        np.testing.assert_array_equal(np.isinf(page), torch.isinf(bias).numpy())
+        finite = ~np.isinf(page)
+        np.testing.assert_allclose(page[finite], bias.double().numpy()[finite], rtol=1e-7, atol=0)
+    shoot(driver, root, "ch09-alibi")
+
+
+def _lm_state(driver, root):
+    tokens = inputs(driver, root)["tokens"]
+    logits = table(driver, root, "logits")
+    layers = heads = 0
+    maps = {}
+    for name in driver.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('table[data-name^=\"attn-\"]')).map(t => t.dataset.name);",
+        root,
+    ):
+        _, layer, head = name.split("-")
+        maps[(int(layer), int(head))] = table(driver, root, name)
+        layers, heads = max(layers, int(layer) + 1), max(heads, int(head) + 1)
+    attention = np.stack([np.stack([maps[(layer, h)] for h in range(heads)]) for layer in range(layers)])
+    cache = int(driver.execute_script("return arguments[0].querySelector('.ce-cache').dataset.cache;", root))
+    return tokens, logits, attention, cache
+
+
+def _check_model_in_page(driver, root, model32, words):
+    model64 = web_export.load_model(web_export.model_to_dict(model32), dtype=torch.float64)
+    from selenium.webdriver.common.by import By
+
+    word_box = root.find_element(By.CSS_SELECTOR, '[data-knob="word"]')
+    for word in words:
+        word_box.clear()
+        word_box.send_keys(word)
+        press(driver, root, "start")
+        press(driver, root, "run")
+        tokens, logits, attention, cache = _lm_state(driver, root)
+        prompt = [tiny_lm.COPY_BOS, *[tiny_lm.ALPHABET.index(c) for c in word], tiny_lm.COPY_SEP]
+        assert tokens[: len(prompt)] == prompt
+        assert cache == len(tokens), "the KV cache should hold every position"
+        new = len(tokens) - len(prompt)
+        torch_tokens = tiny_lm.generate(model32, torch.tensor([prompt]), new, use_cache=True)[0].tolist()
+        assert tokens == torch_tokens, f"{word}: page {tokens}, torch {torch_tokens}"
+        t = torch.tensor([tokens])
+        l64, a64 = web_export.forward_with_attention(model64, t)
+        l32, a32 = web_export.forward_with_attention(model32, t)
+        np.testing.assert_allclose(logits, l64[0].numpy(), rtol=1e-9, atol=1e-9, err_msg=f"{word}: logits float64")
+        np.testing.assert_allclose(logits, l32[0].double().numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{word}: float32")
+        np.testing.assert_allclose(attention, a64[:, 0].numpy(), rtol=1e-9, atol=1e-12, err_msg=f"{word}: attention")
+        np.testing.assert_allclose(attention, a32[:, 0].double().numpy(), atol=1e-5, err_msg=f"{word}: attention f32")
+    return tokens
+
+
+def check_ch10(driver, base, html: Path, tmp: Path):
+    open_page(driver, base, "10")
+    root = open_explorer(driver, "ch10-model")
+    model = web_export.load_model(html / "_static" / "explorers" / "models" / "ch10-copy.json")
+    _check_model_in_page(driver, root, model, ["abcde", "hgfedcba", "aab"])
+    # off track, as the chapter does it: abcde|a, then c instead of b
+    from selenium.webdriver.common.by import By
+
+    word_box = root.find_element(By.CSS_SELECTOR, '[data-knob="word"]')
+    word_box.clear()
+    word_box.send_keys("abcde")
+    press(driver, root, "start")
+    press(driver, root, "step")
+    set_knob(driver, root, "force", "2")
+    press(driver, root, "write")
+    press(driver, root, "step")
+    tokens, logits, _, cache = _lm_state(driver, root)
+    assert tokens[:9] == [9, 0, 1, 2, 3, 4, 10, 0, 2] and cache == len(tokens), (tokens, cache)
+    with torch.no_grad():
+        expected = int(model(torch.tensor([tokens[:9]]))[0, -1].argmax())
+    assert tokens[9] == expected
+    assert "You wrote" in live_text(driver, root) or "Copy so far" in live_text(driver, root)
+    shoot(driver, root, "ch10")
+    # the learner's own model: exported in Python, loaded through the file picker
+    own = tiny_lm.build_model(3, d_model=32, num_heads=2, d_ff=64, num_layers=2)
+    tiny_lm.train(own, steps=60, seed=3)
+    path = web_export.export_model(own, tmp / "my-copy-model.json")
+    root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
+    assert _wait(driver, "return arguments[0].dataset.model === 'own';", 30, root), live_text(driver, root)
+    assert "my-copy-model.json" in live_text(driver, root)
+    _check_model_in_page(driver, root, web_export.load_model(path), ["abcd", "hhgg"])
+    shoot(driver, root, "ch10-own-model")
+
+
+EXPLORER_CHECKS = {
+    "03": check_ch03,
+    "04": check_ch04,
+    "05": check_ch05,
+    "06": check_ch06,
+    "07": check_ch07,
+    "08": check_ch08,
+    "09": check_ch09,
+}
+
+
+# --- the self-checks ---------------------------------------------------------------------------
+
+
+def check_quiz(driver, base, chapter):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    quiz = yaml.safe_load((QUIZ_DIR / f"ch{chapter}.yml").read_text(encoding="utf-8"))
+    open_page(driver, base, chapter)
+    assert "loader.js" in loaded_scripts(driver)
+    ids = driver.execute_script("return Array.from(document.querySelectorAll('section[id]')).map(s => s.id);")
+    for q in quiz["questions"]:
+        assert q["section"] in ids, f"ch{chapter} question {q['id']} links to a missing section {q['section']}"
+        form = driver.find_element(By.ID, f"question-{chapter}-{q['id']}")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", form)
+        check = form.find_element(By.CSS_SELECTOR, ".course-check")
+        feedback = form.find_element(By.CSS_SELECTOR, ".course-feedback")
+        assert feedback.get_attribute("aria-live") == "polite"
+        back = form.find_element(By.CSS_SELECTOR, "a.course-back")
+        assert back.get_attribute("href").endswith(f"#{q['section']}")
+
+        def verdict(form=form):
+            return driver.execute_script("return arguments[0].dataset.result;", form)
+
+        if q["kind"] == "choice":
+            radios = form.find_elements(By.CSS_SELECTOR, "input[type=radio]")
+            assert len(radios) == len(q["options"])
+            for i, (radio, option) in enumerate(zip(radios, q["options"], strict=True)):
+                if i == 0:  # by keyboard: focus, Space, then Enter on "Check"
+                    driver.execute_script("arguments[0].focus();", radio)
+                    radio.send_keys(Keys.SPACE)
+                    check.send_keys(Keys.ENTER)
+                else:
+                    radio.click()
+                    check.click()
+                assert verdict() == ("right" if option.get("correct") else "wrong"), (chapter, q["id"], i)
+                first_words = " ".join(str(option["why"]).split()[:3]).replace("`", "").split("$")[0].strip()
+                assert first_words[:12] in feedback.text.replace("\n", " "), (first_words, feedback.text)
+        else:
+            box = form.find_element(By.CSS_SELECTOR, "input[type=text]")
+            for mistake in q.get("mistakes", []):
+                box.clear()
+                box.send_keys(str(mistake["value"]), Keys.ENTER)
+                assert verdict() == "wrong"
+                words = " ".join(str(mistake["why"]).split()[:2]).split("$")[0].strip()
+                assert words[:8] in feedback.text, (mistake, feedback.text)
+            box.clear()
+            box.send_keys("not a number")
+            check.click()
+            assert verdict() == "none" and "Type a number" in feedback.text
+            box.clear()
+            box.send_keys(str(q["answer"]))
+            check.click()
+            assert verdict() == "right", (chapter, q["id"], feedback.text)
+    shoot(driver, driver.find_element(By.ID, f"self-check-{chapter}"), f"quiz-ch{chapter}")
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+
+pytestmark = [pytest.mark.book, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("chapter", sorted(EXPLORER_CHECKS))
+def test_explorer_shows_attnlibs_numbers(chapter, browser, site):  # noqa: F811 (fixtures)
+    base, _ = site
+    EXPLORER_CHECKS[chapter](browser, base)
+
+
+def test_chapter_10_model_and_own_model_in_the_page(browser, site, tmp_path):  # noqa: F811
+    base, html = site
+    check_ch10(browser, base, html, tmp_path)
+
+
+@pytest.mark.parametrize("chapter", [p.stem[2:] for p in QUIZZES])
+def test_self_check_explains_every_answer(chapter, browser, site):  # noqa: F811
+    base, _ = site
+    check_quiz(browser, base, chapter)
+
+
+def test_every_chapter_page_with_an_explorer_or_quiz_loads_only_the_loader(browser, site):  # noqa: F811
+    """A first visit loads loader.js and explorers.css, none of the explorers' code or the model."""
+    base, _ = site
+    for chapter in [f"{n:02d}" for n in range(1, 11)]:
+        open_page(browser, base, chapter)
+        names = set(loaded_scripts(browser))
+        assert {"loader.js", "explorers.css"} <= names, (chapter, names)
+        lazy = {"common.js", f"ch{chapter}.js", "ch10-copy.json"} & names
+        assert not lazy, f"chapter {chapter} loads {lazy} before any explorer is opened"
+
+
+# --- the quiz files, without a browser ---------------------------------------------------------
+
+# Every number a question states or asks for, recomputed (chapter-question -> value).
+RECOMPUTED = {
+    "01-1": 64,  # the context vector's size d_h in the question
+    "02-2": float(torch.tensor([0.5, 0.25, 0.25, 0, 0]) @ torch.tensor([2.0, 4, 6, 8, 10])),
+    "03-2": float(functional.softmax(torch.tensor([0.0, math.log(3)], dtype=torch.float64), -1)[1]),
+    "04-1": 64,  # the variance of a sum of 64 independent unit-variance products
+    "04-2": math.sqrt(512) / math.sqrt(64),
+    "04-3": next(x for x in range(200) if torch.isinf(torch.exp(torch.tensor(float(x))))),
+    "05-2": int(attnlib.masks.causal_mask(4).sum()),
+    "06-1": 512 // 8,
+    "06-2": sum(p.numel() for p in attnlib.MultiHeadAttention(512, 8).parameters()),
+    "07-3": 5,
+    "08-1": 4096 * 4096 * torch.finfo(torch.float32).bits // 8,
+    "08-4": 32 // 8,
+    "09-3": float(alibi_bias(8, 5, 5)[0, 4, 0]),
+    "10-2": sum(
+        p.numel()
+        for m in (attnlib.transformer.TransformerBlock(64, 4, 128).linear1, attnlib.transformer.TransformerBlock(64, 4, 128).linear2)
+        for p in m.parameters()
+    ),
+}
+
+
+def test_quiz_files_are_well_formed_and_their_numbers_recomputed():
+    seen = set()
+    for path in QUIZZES:
+        quiz = yaml.safe_load(path.read_text(encoding="utf-8"))
+        chapter = path.stem[2:]
+        assert quiz["chapter"].startswith(chapter)
+        assert 3 <= len(quiz["questions"]) <= 6, f"{path.name}: {len(quiz['questions'])} questions"
+        for q in quiz["questions"]:
+            key = f"{chapter}-{q['id']}"
+            assert q["kind"] in ("choice", "number") and q["section"] and q["prompt"], key
+            if q["kind"] == "choice":
+                correct = [o for o in q["options"] if o.get("correct")]
+                assert len(correct) == 1 and len(q["options"]) >= 3, key
+                assert all(o.get("why") for o in q["options"]), f"{key}: an option without its explanation"
+            else:
+                assert q.get("why") and q.get("mistakes"), key
+                assert all(m.get("why") for m in q["mistakes"]), key
+                assert all(abs(m["value"] - q["answer"]) > q.get("tolerance", 0) for m in q["mistakes"]), key
+                assert key in RECOMPUTED, f"{key}: a number question whose answer is not recomputed here"
+                assert RECOMPUTED[key] == pytest.approx(q["answer"], abs=q.get("tolerance", 0) + 1e-9), key
+            seen.add(chapter)
+    assert seen == {f"{n:02d}" for n in range(1, 11)}
+
+
+def test_placement_file_names_existing_explorers():
+    from course_explorers import load_placements  # noqa: PLC0415
+
+    placements = load_placements(ROOT)
+    chapters = {stem[:2] for stem in placements}
+    assert {f"{n:02d}" for n in range(3, 11)} <= chapters
+    for items in placements.values():
+        for item in items:
+            script = ROOT / "book" / "_static" / "explorers" / f"{item['explorer'][:4]}.js"
+            assert f'registry["{item["explorer"]}"]' in script.read_text(encoding="utf-8"), item
+
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+
+def main(argv: list[str]) -> int:
+    """Run the browser checks on a built site: python tests/site/test_explorers.py HTML [NAME...]."""
+    import tempfile
+
+    from helpers_chromium import chromium_paths, headless_chromium
+    from test_browser import served
+
+    html = Path(argv[0]).resolve()
+    only = set(argv[1:])
+    failures = 0
+    with served(html) as base, headless_chromium(*chromium_paths(), "course-explorers-") as driver:
+        jobs = [(f"explorer-{c}", lambda c=c: EXPLORER_CHECKS[c](driver, base)) for c in EXPLORER_CHECKS]
+        tmp = Path(tempfile.mkdtemp())
+        jobs.append(("explorer-10", lambda: check_ch10(driver, base, html, tmp)))
+        jobs += [(f"quiz-{p.stem[2:]}", lambda c=p.stem[2:]: check_quiz(driver, base, c)) for p in QUIZZES]
+        for name, job in jobs:
+            if only and name not in only:
+                continue
+            try:
+                job()
+                print(f"ok   {name}")
+            except Exception as exc:  # noqa: BLE001 (a report of every check)
+                failures += 1
+                print(f"FAIL {name}: {type(exc).__name__}: {str(exc)[:1500]}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
