@@ -9,7 +9,7 @@ and executes every chapter (``book/``) and every exercise notebook
   is installed. Its base environment brings Jupyter's kernel, so the test adds
   ``ipykernel`` and ``nbclient`` (the course's pins) as that base does.
 * **Colab**: the notebook starts in a folder with no checkout around it
-  (``/content``), in an environment with torch, numpy, matplotlib and scipy
+  (``/content``), in an environment with torch, numpy, matplotlib, scipy and scikit-learn
   and without attnlib; the notebook's setup cell (``tools/setup_cell.py``, as
   the tool writes it for a known repository, here pointed at the copy) must
   install what is missing, and only attnlib's own needs.
@@ -242,12 +242,15 @@ def setup_cell_module():
 
 
 def test_colab_setup_cell_installs_what_is_missing_and_every_notebook_runs(tmp_path):
-    """A Colab-like environment (torch, numpy, matplotlib, scipy; no attnlib), notebooks in /content."""
+    """A Colab-like environment (torch, numpy, matplotlib, scipy, sklearn), notebooks in /content."""
     log: list[str] = []
     repo = copy_working_tree(tmp_path / "repo")  # stands for the repository the cell installs from
     python, env = fresh_venv(tmp_path / "colab-env", log)
     pins = requirement_pins()
-    colab = [pins[name] for name in ("torch", "numpy", "matplotlib", "scipy", "ipykernel", "nbclient")]
+    colab = [
+        pins[name]
+        for name in ("torch", "numpy", "matplotlib", "scipy", "scikit-learn", "ipykernel", "nbclient")
+    ]
     proc = run([str(python), "-m", "pip", "install", *colab, "packaging"], log, env=env)
     assert proc.returncode == 0, log[-1]
     before = installed(python, env)
