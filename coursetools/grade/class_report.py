@@ -257,9 +257,15 @@ def build_report(
     similar_note = ""
     if flags is None:
         try:
-            read, _skipped = read_answers(records, functions)
+            read, skipped = read_answers(records, functions)
             answers = {student: got["normal"] for student, got in read.items()}
             flags = similarity.flag_normals(answers, _starters(assignment, functions))
+            if skipped:
+                similar_note = (
+                    f"{len(skipped)} notebook{'' if len(skipped) == 1 else 's'} could not be read again "
+                    "for this search (changed since grading, a link, too large or too slow to read): "
+                    + "; ".join(skipped[:20])
+                )
         except Exception as exc:  # noqa: BLE001 - one section must never cost the whole report
             flags = []
             similar_note = (

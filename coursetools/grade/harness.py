@@ -256,7 +256,17 @@ def run(plan: dict) -> None:
 
 # what the trusted parent keeps: SIGCHLD (it waits for the learner's process), the faults of its
 # own code, and the two signals nobody can catch (the grader ends a run with SIGKILL)
-_KEPT_SIGNALS = {"SIGCHLD", "SIGKILL", "SIGSTOP", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP"}
+_KEPT_SIGNALS = {
+    "SIGCHLD",
+    "SIGKILL",
+    "SIGSTOP",
+    "SIGSEGV",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGILL",
+    "SIGABRT",
+    "SIGTRAP",
+}
 
 
 def _ignore_signals() -> None:

@@ -595,8 +595,9 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
             )
     for uid, keys in shared_ids(entries).items():
         problems.append(
-            f"LMS id {terminal(uid, 40)} is carried by {len(keys)} learners ({terminal(', '.join(keys), 300)}): "
-            "overrides, manual scores and exports never apply a row by this id (use the key)"
+            f"LMS id {terminal(uid, 40)} is carried by {len(keys)} learners "
+            f"({terminal(', '.join(keys), 300)}): overrides, manual scores and exports "
+            "never apply a row by this id (use the key)"
         )
     if strays:
         problems.append(f"not submissions (not graded): {terminal(', '.join(strays), 400)}")

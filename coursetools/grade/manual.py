@@ -107,7 +107,9 @@ def read_scores(
             rows = list(csv.DictReader(fh))
         sheet: dict[str, ManualScore] = {}
         for line, row in enumerate(rows, start=2):
-            who = uncell((row.get("student") or "").strip()) or keys.get((row.get("answer") or "").strip(), "")
+            who = uncell((row.get("student") or "").strip()) or keys.get(
+                (row.get("answer") or "").strip(), ""
+            )
             given = (row.get("points") or "").strip()
             if not given:
                 continue  # not scored yet

@@ -334,7 +334,7 @@ class NotebookReader:
                 pass
 
 
-ANSWER_SECONDS = 5.0  # reading one graded notebook's answers again (ms for a notebook of the course)
+ANSWER_SECONDS = 10.0  # reading one graded notebook's answers again (ms for a notebook of the course)
 ANSWER_MEMORY_MB = 1024
 
 

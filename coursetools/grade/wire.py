@@ -26,8 +26,18 @@ class WireError(ValueError):
     """A message from the harness that does not follow the format."""
 
 
-def encode(value: Any, depth: int = 0) -> Any:
-    """Turn the output of ``to_arrays`` into JSON-ready data (``TypeError`` for anything else)."""
+MAX_VALUES = 10_000  # values (None, arrays, tuples, dicts) in one output: far below MAX_LINE_CONTAINERS
+
+
+def encode(value: Any, depth: int = 0, _count: list | None = None) -> Any:
+    """Turn the output of ``to_arrays`` into JSON-ready data (``TypeError`` for anything else,
+    for an output nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_VALUES`
+    values: a tuple of a million ``None`` is a wrong answer, never a 13 MB message)."""
+    if _count is None:
+        _count = [0]
+    _count[0] += 1
+    if _count[0] > MAX_VALUES:
+        raise TypeError(f"the output holds more than {MAX_VALUES} values")
     if depth > MAX_DEPTH:
         raise TypeError("the output is nested too deeply")
     if value is None:
@@ -48,9 +58,13 @@ def encode(value: Any, depth: int = 0) -> Any:
             "data": base64.b64encode(arr.tobytes()).decode("ascii"),
         }
     if isinstance(value, tuple | list):
-        return {"k": "tuple", "items": [encode(v, depth + 1) for v in value]}
+        if len(value) > MAX_VALUES:
+            raise TypeError(f"the output holds more than {MAX_VALUES} values")
+        return {"k": "tuple", "items": [encode(v, depth + 1, _count) for v in value]}
     if isinstance(value, dict):
-        return {"k": "dict", "items": {str(k): encode(v, depth + 1) for k, v in value.items()}}
+        if len(value) > MAX_VALUES:
+            raise TypeError(f"the output holds more than {MAX_VALUES} values")
+        return {"k": "dict", "items": {str(k): encode(v, depth + 1, _count) for k, v in value.items()}}
     raise TypeError(f"cannot compare a value of type {type(value).__name__}")
 
 
