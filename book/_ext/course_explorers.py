@@ -105,7 +105,7 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
     qid = f"{number}-{q['id']}"
     anchor = q["section"]
     section_title = sections.get(anchor, anchor)
-    back = f'<a class="course-back" href="#{html.escape(anchor)}">Back to “{html.escape(section_title)}”</a>'
+    back = f'<a class="course-back" href="#{html.escape(anchor)}">Back to “{section_title}”</a>'
     parts = [
         f'<form class="course-question" id="question-{qid}" data-question="{qid}" '
         f'data-kind="{q["kind"]}" onsubmit="return false">'
@@ -125,7 +125,8 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
             verdict = "Right." if option.get("correct") else "Not this one."
             explanations.append(
                 f'<li class="course-why" data-option="{key}" data-correct="{correct}">'
-                f"<strong>{key.upper()}: {verdict}</strong> {inline(option['why'])}</li>"
+                f"<strong>{key.upper()}: {verdict}</strong> {inline(option['why'])}"
+                f"<template>{inline(option['why'])}</template></li>"
             )
         parts.append("</fieldset>")
     else:
@@ -140,17 +141,18 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
         parts.append("</fieldset>")
         explanations.append(
             f'<li class="course-why" data-option="right" data-correct="true"><strong>{html.escape(str(answer))}: '
-            f"right.</strong> {inline(q['why'])}</li>"
+            f"right.</strong> {inline(q['why'])}<template>{inline(q['why'])}</template></li>"
         )
         for mistake in q.get("mistakes", []):
             explanations.append(
                 f'<li class="course-why" data-option="value" data-value="{mistake["value"]!r}" '
                 f'data-correct="false"><strong>{html.escape(str(mistake["value"]))}: not quite.</strong> '
-                f"{inline(mistake['why'])}</li>"
+                f"{inline(mistake['why'])}<template>{inline(mistake['why'])}</template></li>"
             )
+        other = inline(q.get("other", "work it out again from the section this question links to."))
         explanations.append(
             '<li class="course-why" data-option="other" data-correct="false"><strong>Another number:</strong> '
-            f"{inline(q.get('other', 'work it out again from the section this question links to.'))}</li>"
+            f"{other}<template>{other}</template></li>"
         )
     parts.append(
         '<div class="course-question-actions"><button type="button" class="course-check">Check</button> '
@@ -184,8 +186,21 @@ def _section_titles(doctree) -> dict[str, str]:
     for section in doctree.findall(nodes.section):
         title = next((c for c in section.children if isinstance(c, nodes.title)), None)
         for sid in section["ids"]:
-            titles[sid] = title.astext() if title is not None else sid
+            titles[sid] = _title_html(title) if title is not None else html.escape(sid)
     return titles
+
+
+def _title_html(title) -> str:
+    """A section title as HTML: its text escaped, its inline math typeset by the page's MathJax."""
+    from docutils import nodes
+
+    out = []
+    for child in title.children:
+        if isinstance(child, nodes.math):
+            out.append(f'<span class="math notranslate nohighlight">\\({html.escape(child.astext())}\\)</span>')
+        else:
+            out.append(html.escape(child.astext()))
+    return "".join(out)
 
 
 def _find_section(doctree, sid: str):

@@ -92,13 +92,13 @@
       }) || Array.prototype.find.call(whys, function (li) { return li.dataset.option === "other"; });
       verdict = right ? "Right. " : "Not quite. ";
     }
-    var text = chosen ? chosen.cloneNode(true) : null;
-    if (text) { var strong = text.querySelector("strong"); if (strong) strong.remove(); }
+    /* the explanation's source (a <template>: MathJax has not touched it), typeset afresh below */
+    var tpl = chosen && chosen.querySelector("template");
     feedback.innerHTML = "";
     var b = document.createElement("strong");
     b.textContent = verdict;
     feedback.appendChild(b);
-    if (text) while (text.firstChild) feedback.appendChild(text.firstChild);
+    if (tpl) feedback.appendChild(tpl.content.cloneNode(true));
     feedback.className = "course-feedback " + (right ? "is-right" : "is-wrong");
     form.dataset.result = right ? "right" : "wrong";
     if (window.MathJax && window.MathJax.Hub) window.MathJax.Hub.Queue(["Typeset", window.MathJax.Hub, feedback]);
