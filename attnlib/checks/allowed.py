@@ -110,7 +110,8 @@ BASE_BUILTINS = frozenset(
     abs all any bool dict divmod enumerate float int isinstance len list max min range reversed
     round slice sorted sum tuple zip set frozenset str print map filter iter next pow super
     ValueError TypeError NotImplementedError IndexError KeyError RuntimeError AssertionError
-    ArithmeticError ZeroDivisionError Exception StopIteration
+    ArithmeticError ZeroDivisionError Exception StopIteration OSError OverflowError FloatingPointError
+    LookupError AttributeError
     """.split()
 )
 

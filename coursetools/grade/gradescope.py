@@ -41,6 +41,7 @@ import tempfile
 import time
 import traceback
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 from coursetools.grade.escape import visible
@@ -210,12 +211,13 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
     why, and the top-level ``score`` is the final total.
     """
     from coursetools.grade.record import AdjustmentKind
-    from coursetools.grade.report import case_label
+    from coursetools.grade.report import after_hidden, case_label, learner_incidents, learner_message
     from coursetools.grade.scores import describe
 
     record = grade.record
     tests = []
     automatic = 0.0
+    late = set() if show_hidden_inputs else after_hidden(record)
     for ex_id, ex in record.exercises.items():
         cases = ex.cases
         share = ex.points / len(cases) if cases else 0.0
@@ -247,6 +249,8 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
             lines = [head, ""]
             for k, case in enumerate(group, start=1):
                 name = case_label(case, k, show_hidden_inputs)
+                if (ex_id, case.case) in late:
+                    case = replace(case, message=learner_message(case.message or "", True))
                 lines += _case_text(case, name, show_hidden_inputs or not hidden)
             tests.append(
                 {
@@ -283,7 +287,7 @@ def results_json(grade, show_hidden_inputs: bool = False) -> dict:
             if status is Status.UNREADABLE
             else "Score: not final (not every part is judged yet): the score shown here is not your grade.",
         )
-    summary += [f"- {visible(text)}" for text in record.incidents or []]
+    summary += [f"- {visible(text)}" for text in learner_incidents(record, show_hidden_inputs)]
     if status is Status.UNREADABLE:
         summary += [f"- {visible(text)}" for text in record.notes]
     score = grade.total

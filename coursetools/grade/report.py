@@ -20,6 +20,7 @@ import re
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from coursetools.grade.escape import csv_cell, md_block, md_code, terminal, visible
@@ -182,6 +183,70 @@ def _grader_lines(texts: list[str], labels: dict) -> list[str]:
     return [md_block("\n".join(lines)), ""] if lines else []
 
 
+# --------------------------------------------------------------------------- hidden cases (issue 34.3)
+#
+# Without --show-hidden-inputs the learner never reads what a hidden case holds: not its name
+# (it describes the inputs), not the text of an error raised after a hidden case was evaluated
+# (the learner's code may have recorded the inputs and put them in a message), not the last
+# output of a process that died (it may print them). The instructor's files keep everything.
+
+WITHHELD = "the message is shown to your instructor only: it came after hidden cases were evaluated"
+
+
+def hidden_labels(record: Record) -> list[tuple[str, str, str]]:
+    """``[(exercise, hidden case name, label)]``: each hidden case's learner label, "hidden case k",
+    numbered as the feedback and Gradescope number them (k counts the exercise's hidden cases)."""
+    out = []
+    for ex_id, ex in record.exercises.items():
+        number_ = 0
+        for case in ex.cases:
+            if case.hidden:
+                number_ += 1
+                out.append((ex_id, case.case, f"hidden case {number_}"))
+    return out
+
+
+def learner_incidents(record: Record, show_hidden_inputs: bool = False) -> list[str]:
+    """The record's incidents as the learner may read them (the instructor's are unchanged):
+    a hidden case named by its label, a process's last output withheld."""
+    texts = [str(t) for t in record.incidents or []]
+    if show_hidden_inputs:
+        return texts
+    labels = hidden_labels(record)
+    out = []
+    for text in texts:
+        if text.startswith("last output:"):
+            out.append(f"last output: {WITHHELD}")
+            continue
+        for ex_id, name, label in labels:
+            text = text.replace(f"{ex_id}, case {name!r}", f"{ex_id}, {label}")
+        for _ex_id, name, _label in sorted(labels, key=lambda x: -len(x[1])):
+            if len(name) >= 3:
+                text = text.replace(repr(name), "a hidden case").replace(name, "a hidden case")
+        out.append(text)
+    return out
+
+
+def after_hidden(record: Record) -> set[tuple[str, str]]:
+    """``{(exercise, case)}`` of the cases that come after a hidden case in the record's order (the
+    order they ran in: exercises in notebook order, cases in the check's order)."""
+    seen, out = False, set()
+    for ex_id, ex in record.exercises.items():
+        for case in ex.cases:
+            if seen:
+                out.add((ex_id, case.case))
+            seen = seen or case.hidden
+    return out
+
+
+def learner_message(message: str, withheld: bool) -> str:
+    """A case's message as the learner reads it: an error raised after hidden cases were evaluated
+    keeps only its type (``raised ValueError``)."""
+    if not withheld or not message.startswith("raised "):
+        return message
+    return f"{message.split(':', 1)[0]} ({WITHHELD})"
+
+
 def case_label(case, hidden_number: int, show_hidden_inputs: bool) -> str:
     """A case's name for the learner: a hidden case is "hidden case k", with what it tries
     only when the instructor shows the hidden inputs (never "hidden" twice)."""
@@ -232,7 +297,7 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
     upload = grade.roster.get("file", "")
     if record.incidents:
         lines += ["## What went wrong while running your notebook", ""]
-        lines += _grader_lines(record.incidents, labels)
+        lines += _grader_lines(learner_incidents(record, show_hidden_inputs), labels)
     if status is Status.UNREADABLE:
         lines += ["## Your file could not be read", ""]
         if upload and _upload(grade).lower().endswith(".ipynb"):
@@ -249,6 +314,7 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
             ]
         lines += _grader_lines(record.notes, labels)
         return "\n".join(lines)
+    late = set() if show_hidden_inputs else after_hidden(record)
     for ex_id, ex in record.exercises.items():
         final = grade.scores.get(ex_id)
         shown = number(final) or "not judged"
@@ -271,6 +337,8 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
         for case in cases:
             hidden += case.hidden
             label = case_label(case, hidden, show_hidden_inputs)
+            if (ex_id, case.case) in late:
+                case = replace(case, message=learner_message(case.message or "", True))
             lines += _case_lines(case, label, show_hidden_inputs or not case.hidden)
         named = sorted({c.misconception for c in cases if c.misconception})
         if named:
@@ -295,6 +363,8 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
         for err in record.cell_errors:
             at = f", line {err['line']}" if isinstance(err.get("line"), int) else ""
             text = f": {md_code(err['text'])}" if err.get("text") else ""
+            if text and err.get("after_hidden") and not show_hidden_inputs:
+                text = f" ({WITHHELD})"
             lines.append(
                 f"- {cell_label(labels, err.get('cell'))}{at}: {md_code(err.get('etype') or '?')}{text}"
             )

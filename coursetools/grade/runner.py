@@ -231,6 +231,8 @@ def _collect(record: Record, runs: _Runs, run: Run, exercises: dict[str, Exercis
         "head": run.head.decode("utf-8", "replace"),
         "tail": run.tail.decode("utf-8", "replace") if run.output_bytes > OUTPUT_KEEP else "",
     }
+    first_answer = _first_answer_cell(run.plan)
+    hidden_seen = False  # a hidden case was evaluated earlier in this run (issue 34.3)
     for event in run.events:
         data = event.data
         if event.kind is EventKind.HELLO and record.isolation is None:
@@ -240,12 +242,28 @@ def _collect(record: Record, runs: _Runs, run: Run, exercises: dict[str, Exercis
             case_event = CaseEvent.from_event(data)
             if key[0] in exercises and case_event is not None:
                 runs.results[key] = case_event
+                hidden_seen = hidden_seen or _is_hidden(exercises[key[0]], key[1])
                 if isinstance(data.get("defined"), list):
                     runs.defined.setdefault(key[0], set()).add(tuple(data["defined"][:2]))
         elif event.kind is EventKind.CELL_ERROR:
             error = {k: data.get(k) for k in ("cell", "etype", "text", "line")}
+            cell = data.get("cell")
+            late = hidden_seen or (isinstance(cell, int) and first_answer is not None and cell > first_answer)
+            if late:
+                # its text may quote inputs the learner's code recorded: the learner reads its type only
+                error["after_hidden"] = True
             if error not in record.cell_errors:
                 record.cell_errors.append(error)
+
+
+def _is_hidden(exercise: Exercise, name: str) -> bool:
+    return any(c.hidden for c in exercise.cases if c.name == name)
+
+
+def _first_answer_cell(plan) -> int | None:
+    """The first cell after which cases are evaluated: every cell after it runs after hidden cases."""
+    cells = [int(k) for k in getattr(plan, "evaluate_after", {}) or {} if str(k).lstrip("-").isdigit()]
+    return min(cells) if cells else None
 
 
 def _ended(

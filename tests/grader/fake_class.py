@@ -146,7 +146,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
     subs["os-exit"] = (with_answer(CORRECT, after=["import os\nos._exit(1)\n"]), ("kernel-died", 1, 1))
     subs["segfault-in-function"] = (
         with_answer("import ctypes\n" + HEADER + "    ctypes.string_at(0)\n"),
-        ("kernel-died", 0, 0),
+        ("kernel-died", None, None),  # ctypes in the answer: held for review (issue 34), never marked
     )
     subs["sys-exit"] = (with_answer(CORRECT, after=["import sys\nsys.exit()\n"]), ("graded", 1, 1))
     subs["memory-bomb"] = (
@@ -181,11 +181,11 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
             "core.judge_case = lambda ex, case, got: core.CaseResult(case.name, 'passed')\n"
             "checks.judge_case = core.judge_case\n" + ZEROS
         ),
-        ("needs-review", 0, 0),  # the answer cell reaches into attnlib.checks: flagged
+        ("needs-review", None, None),  # the answer cell reaches into attnlib.checks: held for review
     )
     subs["monkeypatch-numpy-only"] = (
         with_answer("import numpy\nnumpy.allclose = lambda *a, **k: True\n" + ZEROS),
-        ("graded", 0, 0),
+        ("needs-review", None, None),  # it sets an attribute of numpy: held for review (issue 34)
     )
     nb = with_answer(CORRECT)
     i = _answer_index(nb)
@@ -224,7 +224,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
             "    exec(src.replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''), ns)\n"
             "    return ns['pairwise_dot'](a, b)\n"
         ),
-        ("needs-review", 0, 0),
+        ("needs-review", None, None),  # open, exec: outside the allow-list, held for review
     )
     subs["fake-score-lines"] = (
         with_answer(
@@ -237,7 +237,7 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
             "    except OSError:\n"
             "        pass\n" + ZEROS
         ),
-        ("needs-review", 0, 0),  # it wrote to the grader's channel: flagged
+        ("needs-review", None, None),  # os.write in the answer cell: held for review (issue 34)
     )
     subs["channel-flood"] = (
         with_answer(

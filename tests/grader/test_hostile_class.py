@@ -153,11 +153,12 @@ def _class(top: Path) -> dict[str, tuple]:
             w(C, after=[f"import ctypes\nctypes.CDLL(None).shmget({SHM_KEY}, 4096, 0o1666)\n"]),
             ("needs-review", "1"),  # ctypes: what the forbidden-call check cannot follow (issue 24)
         ),
-        "reads-git": (w(_reader(ROOT / ".git" / "HEAD")), ("graded", "0" if ISOLATED else "1")),
-        "reads-sibling": (w(_reader(secret)), ("graded", "0" if ISOLATED else "1")),
+        # open() in the answer is outside the allow-list: held for review (issue 34), never marked
+        "reads-git": (w(_reader(ROOT / ".git" / "HEAD")), ("needs-review", "")),
+        "reads-sibling": (w(_reader(secret)), ("needs-review", "")),
         "checker-by-string": (
             w("import importlib\nm = importlib.import_module('attnlib.che' + 'cks')\n" + C),
-            ("needs-review", "1"),
+            ("needs-review", ""),  # importlib in the answer cell: held for review
         ),
         "prints-last": (w(C, after=["print('LAST-WORDS', end='')\n"]), ("graded", "1")),
         "pdeathsig": (
@@ -181,7 +182,7 @@ def _class(top: Path) -> dict[str, tuple]:
                 "    print('NO-REGISTRY')\n"
                 "def other(a, b):\n    return a @ b.T\n" + C
             ),
-            ("needs-review", "1"),
+            ("needs-review", ""),  # the answer cell sets attributes of the checker: held
         ),
         "forges-in-cell": (w(Z, after=[FORGES_IN_CELL]), ("needs-review", "0")),
         # without namespaces the check modules are readable (documented): the forgery succeeds
@@ -222,6 +223,9 @@ def test_every_file_gets_its_own_record_and_the_right_grade(hostile):
         record = records[name]
         got = "" if record["total"] is None else f"{record['total']:g}"
         assert (record["status"], got) == (status, total), (name, record.get("review"), record.get("notes"))
+    for name in ("reads-git", "reads-sibling"):  # held for review: its verdicts say what it could read
+        cases = records[name]["exercises"]["ex-00-1"]["cases"]
+        assert all(c["status"] == ("failed" if ISOLATED else "passed") for c in cases), (name, cases)
     with open(hostile["out"] / "grades.csv", encoding="utf-8") as fh:
         rows = fh.read().splitlines()
     assert len(rows) == 1 + len(records)
