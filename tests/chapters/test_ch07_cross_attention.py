@@ -238,3 +238,45 @@ def test_build_model_names_and_held_out_generators():
     # seed 0's test sets are the ones the chapter drew before the experiment moved here
     a = torch.randint(0, 10, (5,), generator=held_out_generator(0, 1006))
     assert torch.equal(a, torch.randint(0, 10, (5,), generator=torch.Generator().manual_seed(1006)))
+
+
+@pytest.mark.parametrize("name", ["full", "cross only", "GRU (ch. 01)"])
+def test_exact_sequence_accuracy_is_the_same_greedy_and_teacher_forced(name, one_thread):
+    """Chapter 07's argument: a greedy decode equals the target iff every teacher-forced argmax is right.
+
+    So the two exact-sequence accuracies agree sequence by sequence, for any model (here
+    ones trained for 40 steps, which get some short sequences right and many wrong), while
+    token accuracy can differ.
+    """
+    from attnlib.chapters.cross_attention import build_model
+    from attnlib.chapters.seq2seq import exact_match
+
+    torch.manual_seed(1)
+    model = build_model(name, len(digits_vocab()))
+    train_seq2seq(model, lambda g: digits_to_words_batch(32, (1, 8), g), 40, lr=3e-3)
+    right_greedy, right_forced, exact = [], [], []
+    for length in (1, 2, 3):
+        src, tgt = digits_to_words_batch(200, length, torch.Generator().manual_seed(length))
+        with torch.no_grad():
+            greedy = model.greedy_decode(src, tgt.shape[1])
+            forced = model(src, shift_right(tgt)).argmax(dim=-1)
+        assert torch.equal(exact_match(greedy, tgt), exact_match(forced, tgt)), (name, length)
+        exact.append(exact_match(greedy, tgt).float().mean().item())
+        right_greedy.append((greedy == tgt).float().mean().item())
+        right_forced.append((forced == tgt).float().mean().item())
+    assert any(0 < e < 1 for e in exact), exact  # some sequences right, some wrong: not vacuous
+    assert right_greedy != right_forced  # token accuracy does see the difference
+
+
+def test_the_recorded_spread_scores_tokens_both_ways():
+    """measure()'s record: exact-sequence accuracy equal both ways, token accuracy in [0, 1] per length."""
+    from attnlib.chapters import spread
+    from attnlib.chapters.cross_attention import TEST_LENGTHS
+
+    s = spread.load("ch07")
+    for key in ("full", "cross", "gru"):
+        for run, forced in zip(s.values(f"acc_{key}"), s.values(f"acc_forced_{key}"), strict=True):
+            assert run == forced, (key, run, forced)
+        for metric in (f"tok_greedy_{key}", f"tok_forced_{key}"):
+            for values in s.values(metric):
+                assert len(values) == len(TEST_LENGTHS) and all(0 <= v <= 1 for v in values)
