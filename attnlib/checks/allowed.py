@@ -124,7 +124,7 @@ BASE_ATTRIBUTES = frozenset(
     exp exp2 log log2 log1p expm1 sqrt rsqrt square pow abs neg sign reciprocal tanh sigmoid relu
     softmax log_softmax logsumexp sin cos floor ceil round clamp clamp_min clamp_max clip
     transpose permute reshape view view_as flatten unflatten unsqueeze squeeze expand expand_as
-    contiguous movedim swapaxes flip roll repeat repeat_interleave tile narrow
+    contiguous movedim swapaxes flip roll repeat repeat_interleave tile narrow unfold
     float double half long int bool to type_as astype new_zeros new_ones new_full new_empty new_tensor
     masked_fill masked_fill_ where matmul bmm mm dot outer
     tril triu gather scatter index_select topk sort argsort unbind split chunk
@@ -176,6 +176,8 @@ EXTRA: dict[str, Extra] = {
         f"{_TRAIN_ATTRIBUTES} encoder decoder",
     ),
     "ex-02-4": _extra("", "w_query w_key v"),
+    # the earlier exercises' split and merge, as the library has them
+    "ex-06-3": _extra("attnlib.split_heads attnlib.merge_heads"),
     "ex-07-3": _extra(_VOCAB),
     "ex-07-5": _extra("", _DECODER_LAYER),
     "ex-10-1": _extra("", _BLOCK),

@@ -832,7 +832,7 @@ def _is_constant(node: ast.AST) -> bool:
         return True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         return _is_constant(node.operand)
-    if isinstance(node, ast.Tuple | ast.List):
+    if isinstance(node, ast.Tuple):  # not a list: a later cell could append a function to it
         return all(_is_constant(e) for e in node.elts)
     return False
 
@@ -1038,6 +1038,8 @@ class _Auditor:
     def __init__(self, policy):
         self.policy = policy
         self.forbid = _Forbid(policy.forbidden)
+        # an allowed attnlib object is allowed under every public path of it
+        self.allowed = {self.forbid._canonical(p) for p in policy.paths}
         self.forbidden: set[str] = set()
         self.review: dict[str, None] = {}
         self._done: set[int] = set()
@@ -1055,7 +1057,7 @@ class _Auditor:
         hit = self.forbid.path(path)
         if hit:
             self.forbidden.add(hit)
-        elif path in self.policy.paths:
+        elif path in self.policy.paths or self.forbid._canonical(path) in self.allowed:
             return
         elif module_ok and any(p.startswith(path + ".") for p in self.policy.paths):
             return  # an import of a module whose operations the list names
