@@ -43,7 +43,8 @@ register(
                 # On batched inputs NumPy refuses a @ b.T; the checker names this variant
                 # when the learner's code raises the same error.
                 lambda a, b: a @ b.T,
-                "for batched arrays transpose only the last two axes: np.swapaxes(b, -1, -2).",
+                "for batched arrays .T reverses every axis, the batch axes too: b must be turned on "
+                "its last two axes only.",
             ),
             Misconception(
                 "an elementwise product instead of all pairs (only a[i] . b[i])",
@@ -63,7 +64,9 @@ register(
             "every entry (i, j) is one dot product, a[i] . b[j]: all of them at once is one matrix product.",
             "a has shape (..., n, d) and b (..., m, d); the answer has shape (..., n, m), so b must be "
             "turned to (..., d, m) first.",
-            "a @ np.swapaxes(b, -1, -2), which transposes only the last two axes.",
+            "a stays on the left; b is turned on its last two axes only, so that its batch axes stay "
+            "where they are (NumPy has a function that swaps two chosen axes; .T reverses all of "
+            "them).",
         ),
     )
 )

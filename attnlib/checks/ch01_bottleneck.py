@@ -13,6 +13,7 @@ from attnlib.chapters.seq2seq import (
 )
 from attnlib.checks._cases import cases, optimiser_step
 from attnlib.checks.core import Exercise, Misconception, register, reset_parameters
+from attnlib.checks.exercise import register_written
 
 
 def _after_eos_to_pad(tokens: torch.Tensor) -> torch.Tensor:
@@ -186,6 +187,12 @@ register(
                 "a model that stops early writes PAD where the target still has tokens: only the "
                 "target's PAD positions are free.",
             ),
+            Misconception(
+                "the target's EOS is not compared (a sequence that misses its EOS counts as right)",
+                lambda p, t: ((p == t) | (t == PAD) | (t == EOS)).all(dim=1).double().mean(),
+                "the EOS is a token of the target like the others: a model that does not stop where "
+                "the target stops is wrong. Only the target's PAD positions are free.",
+            ),
         ],
         rtol=1e-9,
         atol=1e-9,
@@ -195,8 +202,8 @@ register(
             "that are entirely right.",
             "only the positions where the *target* is not PAD count: what comes after the target's "
             "end does not.",
-            "a row is right when (pred == tgt) | (tgt == PAD) holds at every position (.all(dim=1)); "
-            "return the mean of that as a float.",
+            "a row is right when, at every one of its positions, the prediction equals the target or "
+            "the target is PAD; the accuracy is the share of right rows, a float in [0, 1].",
         ),
     )
 )
@@ -388,6 +395,18 @@ def _train_variant(shift=True, ignore_pad=True, zero_grad=True, step=True, reduc
     return train
 
 
+def _zero_grad_once(model, optimizer, batches):
+    """The gradients are cleared once, before the first batch: from then on they pile up."""
+    optimizer.zero_grad()
+    losses = []
+    for src, tgt in batches:
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+        logits = model(src, tgt_in)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+        losses.append(optimiser_step(optimizer, loss, zero_grad=False))
+    return torch.stack(losses)
+
+
 def _predict_the_input(model, optimizer, batches):
     """Targets misaligned: the loss asks position t to predict its own input token."""
     losses = []
@@ -460,6 +479,12 @@ register(
                 "before each backward().",
             ),
             Misconception(
+                "gradients zeroed once, before the first batch (they pile up from batch to batch)",
+                _zero_grad_once,
+                "every backward() adds to .grad, this step's gradients to the last step's: clear "
+                "them before every backward(), not once for the whole loop.",
+            ),
+            Misconception(
                 "optimizer.step missing: the parameters never change",
                 _train_variant(step=False),
                 "after backward(), call optimizer.step() to update the parameters.",
@@ -492,3 +517,6 @@ register(
         ),
     )
 )
+
+# The written question of solutions/01-bottleneck.ipynb (graded by hand): check_all lists it.
+register_written("q-01-1", points=1)

@@ -87,7 +87,9 @@ register(
             "hidden layer: project both to A numbers, add, squash, reduce to one number.",
             "W @ s_prev is (A,) and the same for every j; the encoder states can be projected all at "
             "once to (S, A); broadcasting adds the two.",
-            "e = tanh(H @ U.T + W @ s_prev) @ v, shape (S,).",
+            "e_j = v^T tanh(W s_prev + U h_j) for every source position j; with the states h_j as the"
+            " rows of H, the projections U h_j of all of them at once are one product of H with U "
+            "turned on its side, shape (S, A).",
         ),
     )
 )
@@ -189,7 +191,8 @@ register(
             "weights of a row are positive and sum to 1 (a softmax along the last axis).",
             "exp of a score of 1000 overflows; the softmax does not change when the same number is "
             "subtracted from a whole row, so subtract the row's maximum first.",
-            "w = exp(e - m) / sum(exp(e - m), axis=-1, keepdims=True), m = e.max(axis=-1, keepdims=True).",
+            "w_ij = exp(e_ij - m_i) / sum_k exp(e_ik - m_i), with m_i the largest score of row i; "
+            "keep the reduced axes so that they line up with the rows.",
         ),
     )
 )
@@ -248,7 +251,8 @@ register(
             "the context of step i is a weighted average of the encoder states, with that step's "
             "attention weights.",
             "c_i = sum_j w_ij h_j: the sum runs over the source positions j, once for every step i.",
-            "all steps at once: weights (T, S) @ H (S, D_h) -> (T, D_h).",
+            "all steps at once: one matrix product, with the steps as the rows of the weights and the"
+            " features of the states as the columns of H: (T, S) and (S, D_h) give (T, D_h).",
         ),
     )
 )

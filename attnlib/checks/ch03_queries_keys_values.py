@@ -7,6 +7,7 @@ import numpy as np
 from attnlib import numpy as anp
 from attnlib.checks._cases import cases, this_is_book, x_wq_wk
 from attnlib.checks.core import Exercise, Misconception, register
+from attnlib.checks.exercise import register_written
 from attnlib.checks.forbidden import (
     ATTENTION_IMPLEMENTATIONS,
     SCALED_SCORE_IMPLEMENTATIONS,
@@ -92,6 +93,17 @@ def _softmax_no_keepdims(s):
     return e / e.sum(axis=-1)  # (..., L, S) / (..., L): broadcasts against the wrong axis
 
 
+def _softmax_no_keepdims_unshifted(s):
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(s)
+        return e / e.sum(axis=-1)  # the same slip, written without the max shift
+
+
+def _softmax_axis0(s):
+    e = np.exp(s - s.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)  # axis 0: the columns of a matrix, the batch of a stack
+
+
 def _t(a):
     return np.swapaxes(a, -1, -2)
 
@@ -134,7 +146,9 @@ register(
             "into a query, a key and a value.",
             "x is (..., L, d_model) and each weight is (d_model, d_out): a row vector times the matrix "
             "gives d_out numbers, for every token at once.",
-            "Q = x @ W_Q, K = x @ W_K, V = x @ W_V; return them in that order.",
+            "each projection is one matrix product of x with its weight matrix as it is given "
+            "(d_model rows: no transpose); return the three projections in the order the exercise "
+            "names them.",
         ),
     )
 )
@@ -176,14 +190,14 @@ register(
                 # batched inputs make NumPy refuse both Q @ K.T and Q @ K with the same error; the
                 # judge names this variant when the learner's code raises it
                 lambda x, w_q, w_k: (x @ w_q) @ (x @ w_k).T / math.sqrt(w_q.shape[-1]),
-                "with leading (batch) axes, .T reverses every axis: transpose only the last two, "
-                "np.swapaxes(K, -1, -2).",
+                "with leading (batch) axes .T reverses every axis, the batch axes too: transpose only"
+                " the last two axes of the keys (NumPy has a function that swaps two chosen axes).",
             ),
             Misconception(
                 "forgetting the transpose (Q @ K)",
                 lambda x, w_q, w_k: (x @ w_q) @ (x @ w_k) / math.sqrt(w_q.shape[-1]),
-                "entry (i, j) is q_i . k_j: multiply Q by K transposed, Q @ K.T "
-                "(np.swapaxes(K, -1, -2) for batches).",
+                "entry (i, j) is q_i . k_j: multiply Q by K turned on its side (its last two axes "
+                "swapped, so that batches stay in place).",
             ),
             Misconception(
                 "the scores transposed (K Q^T)",
@@ -197,7 +211,8 @@ register(
             "does not grow with the vector size.",
             "all dot products at once are one matrix product of the queries with the keys turned on "
             "their side; the scale uses d_k, the size of one query/key vector.",
-            "scores = Q @ swapaxes(K, -1, -2) / sqrt(d_k), with Q = x @ W_Q and K = x @ W_K.",
+            "scores = Q K^T / sqrt(d_k), with Q = x W_Q, K = x W_K and d_k the width of W_Q; for "
+            "batched x transpose only the last two axes of K.",
         ),
     )
 )
@@ -239,6 +254,13 @@ register(
                 _softmax_no_keepdims,
                 "sum(axis=-1) drops the axis, so the division lines the sums up with the columns: "
                 "use keepdims=True, shape (..., L, 1).",
+                variants=(_softmax_no_keepdims_unshifted,),
+            ),
+            Misconception(
+                "softmax over axis 0 (the first axis) instead of the last",
+                _softmax_axis0,
+                "axis 0 is the columns of one matrix and the batch of a stack of them: the weights of "
+                "one query run along the last axis, axis=-1, whatever the number of leading axes.",
             ),
         ],
         forbidden=SOFTMAX_IMPLEMENTATIONS,
@@ -247,7 +269,8 @@ register(
             "(the last axis).",
             "exponentiate, then divide each row by its own sum; keep the summed axis so that the "
             "division lines up with the rows, and subtract the row maximum first so exp cannot overflow.",
-            "w = exp(s - m) / sum(exp(s - m), axis=-1, keepdims=True), m = s.max(axis=-1, keepdims=True).",
+            "w_ij = exp(s_ij - m_i) / sum_k exp(s_ik - m_i), with m_i the largest score of row i; "
+            "keep the reduced axes so that they line up with the rows.",
         ),
     )
 )
@@ -287,8 +310,8 @@ register(
                 "k.T on batched keys: .T reverses the batch axes too",
                 # batched inputs make NumPy refuse q @ k.T; named when the learner's code raises the same
                 lambda q, k, v: anp.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1) @ v,
-                "with leading (batch) axes, .T reverses every axis: transpose only the last two, "
-                "np.swapaxes(k, -1, -2).",
+                "with leading (batch) axes .T reverses every axis, the batch axes too: transpose only"
+                " the last two axes of the keys (NumPy has a function that swaps two chosen axes).",
             ),
             Misconception(
                 "the weights transposed (W^T V)",
@@ -302,7 +325,11 @@ register(
             "query matches each key.",
             "scores (..., L, S) from queries and keys, scaled by 1/sqrt(d_k); a stable softmax over the "
             "keys (the last axis); then weights times values.",
-            "softmax(Q @ swapaxes(K, -1, -2) / sqrt(d_k), axis=-1) @ V, shape (..., L, d_v).",
+            "output = softmax(Q K^T / sqrt(d_k)) V, the softmax along the keys (the last axis, row "
+            "maximum subtracted), K transposed on its last two axes only; shape (..., L, d_v).",
         ),
     )
 )
+
+# The written question of solutions/03-queries-keys-values.ipynb (graded by hand): check_all lists it.
+register_written("q-03-1", points=1)

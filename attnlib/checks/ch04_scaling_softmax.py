@@ -86,6 +86,18 @@ def _softmax_max_no_keepdims(x):
 
 
 @_quiet
+def _softmax_mean_shift(x):
+    e = np.exp(x - x.mean(axis=-1, keepdims=True))  # a shift, but not one that bounds the exponents
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@_quiet
+def _softmax_no_keepdims_at_all(x):
+    e = np.exp(x - x.max(axis=-1))  # the same slip in the maximum ...
+    return e / e.sum(axis=-1)  # ... and in the sum
+
+
+@_quiet
 def _lse_keepdims(x):
     m = x.max(axis=-1, keepdims=True)
     return m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True))  # (..., 1)
@@ -181,19 +193,29 @@ register(
                 "subtracting the global max instead of the row max",
                 _softmax_global_max,
                 "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
-                "each row's own maximum, x.max(axis=-1, keepdims=True).",
+                "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
+                "each row's own maximum, taken along the last axis with that axis kept so that it "
+                "lines up with the rows.",
+            ),
+            Misconception(
+                "the row mean subtracted instead of the row maximum",
+                _softmax_mean_shift,
+                "any shift leaves the softmax unchanged, but only the maximum bounds every exponent by "
+                "0: entries far above the mean still overflow, and the mean of a row with a masked "
+                "(-inf) entry is -inf itself.",
             ),
             Misconception(
                 "the maximum taken over axis 0 (down the columns), not along each row",
                 _softmax_max_axis0,
-                "m is the maximum of one row z, the axis the softmax runs along: x.max(axis=-1, "
-                "keepdims=True); axis 0 compares different rows (or batches) entry by entry.",
+                "m is the maximum of one row z, along the axis the softmax runs along (the last), "
+                "with that axis kept; axis 0 compares different rows (or batches) entry by entry.",
             ),
             Misconception(
                 "the row maximum taken without keepdims (subtracted along the wrong axis)",
                 _softmax_max_no_keepdims,
                 "x.max(axis=-1) has shape (...,) and lines up with the last axis, not with the rows: "
-                "keep the axis, x.max(axis=-1, keepdims=True), shape (..., 1).",
+                "keep the reduced axis, shape (..., 1).",
+                variants=(_softmax_no_keepdims_at_all,),
             ),
         ],
         forbidden=SOFTMAX_IMPLEMENTATIONS,
@@ -243,7 +265,7 @@ register(
                 "subtracting the global max instead of the row max",
                 _lse_global_max,
                 "a row far below the global maximum underflows to log(0) = -inf: use each row's own "
-                "maximum, x.max(axis=-1, keepdims=True).",
+                "maximum, taken along the last axis with that axis kept.",
             ),
             Misconception(
                 "the mean of the exponentials instead of their sum",
@@ -310,8 +332,8 @@ register(
                 # batched inputs make NumPy refuse q @ k.T; the judge names this variant when
                 # the learner's code raises the same error
                 lambda q, k: q @ k.T / math.sqrt(q.shape[-1]),
-                "with leading (batch) axes, .T reverses every axis: transpose only the last two, "
-                "np.swapaxes(k, -1, -2).",
+                "with leading (batch) axes .T reverses every axis, the batch axes too: transpose only"
+                " the last two axes of the keys (NumPy has a function that swaps two chosen axes).",
             ),
         ],
         forbidden=SCALED_SCORE_IMPLEMENTATIONS,
@@ -319,7 +341,8 @@ register(
             "the dot product of two random vectors of size d_k has variance d_k; divide it by its "
             "standard deviation so the scores keep unit variance whatever d_k is.",
             "d_k is the size of one query (the last axis of q), not the number of keys nor of queries.",
-            "q @ np.swapaxes(k, -1, -2) / sqrt(q.shape[-1]), shape (..., L, S).",
+            "scores = Q K^T / sqrt(d_k), d_k the last axis of q; K is transposed on its last two axes"
+            " only, so that the leading (batch, head) axes stay in place; shape (..., L, S).",
         ),
     )
 )

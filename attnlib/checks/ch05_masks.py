@@ -9,6 +9,7 @@ import torch
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.checks._cases import cases, inverted
 from attnlib.checks.core import Exercise, Misconception, register
+from attnlib.checks.exercise import register_written
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 from attnlib.masks import causal_mask, padding_mask
 
@@ -54,7 +55,8 @@ register(
             Misconception(
                 "the mask is (max_len, B) instead of (B, max_len)",
                 lambda lengths, max_len: padding_mask(lengths, max_len).T,
-                "one row per sequence: compare arange(max_len)[None, :] with lengths[:, None].",
+                "one row per sequence: the positions run along the last axis and the sequences down "
+                "the first, (B, max_len).",
             ),
             Misconception(
                 "positions compared with the lengths without a trailing axis (arange(max_len) < lengths)",
@@ -259,8 +261,8 @@ register(
             Misconception(
                 "a fully masked row gives NaN (softmax of a row of -inf)",
                 _naive_nan,
-                "exp(-inf - (-inf)) is NaN: give a row with no allowed key zero weights and a zero "
-                "output, e.g. torch.where(mask.any(-1, keepdim=True), weights, 0) or nan_to_num.",
+                "exp(-inf - (-inf)) is NaN: a row with no allowed key must come out as zero weights "
+                "and a zero output. The mask itself tells which rows allow no key at all.",
             ),
             Misconception(
                 "masked scores set to -1e9: a fully masked row attends uniformly to everything",
@@ -290,8 +292,13 @@ register(
             "all of the weight; a row with no allowed key gets zero weights and a zero output.",
             "block before the softmax, not after, with a score no allowed key can lose to (-inf); "
             "a row of only -inf gives NaN, so zero such rows afterwards.",
-            "scores = q k^T / sqrt(d_k); set the blocked scores to -inf; softmax over the keys; "
-            "zero the rows with no allowed key; output = weights @ value. Return (output, weights).",
+            "the softmax of a row with no allowed key is 0/0 whatever you block with, so no choice of"
+            " score fixes that row: the mask tells which rows they are, and the course's convention "
+            "gives them zero weights and a zero output. Both results keep the shapes of unmasked "
+            "attention.",
         ),
     )
 )
+
+# The written question of solutions/05-masks.ipynb (graded by hand): check_all lists it.
+register_written("q-05-1", points=1)

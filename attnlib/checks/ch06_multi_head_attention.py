@@ -73,15 +73,14 @@ register(
             Misconception(
                 "viewed as (B, h, L, d) directly, without a transpose",
                 _split_no_transpose_view,
-                "memory is laid out as (B, L, h*d): first view it as (B, L, h, d), then swap L and h "
-                "with .transpose(1, 2). Viewing straight to (B, h, L, d) puts features of several "
-                "tokens into one row.",
+                "memory is laid out as (B, L, h*d): cut the feature axis into heads while the tokens "
+                "are still on axis 1, and only then move the heads in front of the tokens. Viewing "
+                "straight to (B, h, L, d) puts features of several tokens into one row.",
             ),
             Misconception(
                 "left as (B, L, h, d): the transpose is missing",
                 _split_forgot_transpose,
-                "after .view(B, L, h, d) swap axes 1 and 2 so that the heads come before the tokens: "
-                "(B, h, L, d).",
+                "the heads must come before the tokens, (B, h, L, d): one more swap of two axes.",
             ),
             Misconception(
                 "interleaved features: head j got features j, j+h, j+2h, ...",
@@ -102,7 +101,8 @@ register(
             "separate axis in front of the tokens.",
             "a reshape only regroups numbers in memory order (B, L, h*d): cut the last axis into "
             "(h, d) first, then swap the token and head axes.",
-            "x.view(B, L, h, d).transpose(1, 2) with d = (h*d) // h.",
+            "two steps, in this order: a view that cuts the last axis into (h, d), with d = (h*d) // "
+            "h, and a swap of the token and head axes.",
         ),
     )
 )
@@ -181,7 +181,9 @@ register(
             "side by side.",
             "bring the tokens back in front of the heads first; only then can a reshape glue each "
             "token's h blocks of d features together (transposed tensors need .contiguous() or reshape).",
-            "x.transpose(1, 2).contiguous().view(B, L, h * d).",
+            "two steps, in this order: swap the head and token axes back, then glue each token's h "
+            "blocks of d features into h*d (a transposed tensor is not contiguous: view needs a copy "
+            "first, reshape makes one).",
         ),
     )
 )
@@ -273,14 +275,22 @@ register(
                 "1/sqrt(d_k), not 1/sqrt(d_model).",
             ),
             Misconception(
+                "scores divided by sqrt(h*d_k), the width of all heads together, instead of sqrt(d_k)",
+                lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, scale=wq.shape[-1] ** -0.5),
+                "each head compares vectors of d_k = (h*d_k) / h features: scale its scores by "
+                "1/sqrt(d_k), the width of one head, not of the projection of all of them.",
+            ),
+            Misconception(
                 "heads split by viewing (B, h, L, d) directly, without a transpose",
                 lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, split=_split_no_transpose_view),
-                "split with .view(B, L, h, d).transpose(1, 2): a direct view to (B, h, L, d) mixes tokens.",
+                "split as in exercise 06.1: cut the features into (h, d) while the tokens are on axis"
+                " 1, then swap axes; a direct view to (B, h, L, d) mixes tokens.",
             ),
             Misconception(
                 "heads merged without transposing back",
                 lambda x, wq, wk, wv, wo, h: _forward(x, wq, wk, wv, wo, h, merge=_merge_no_transpose),
-                "merge with .transpose(1, 2).contiguous().view(B, L, h*d_v) before W_O.",
+                "merge as in exercise 06.2 before W_O: swap the head and token axes back first, then "
+                "glue the heads' features together.",
             ),
             Misconception(
                 "heads merged in the wrong order before W_O",
@@ -323,8 +333,9 @@ register(
             "projected features, and W_O mixes the heads back together.",
             "project once, split each projection into heads (B, h, L, d), run scaled dot-product "
             "attention per head with d_k the size of one head, merge, then the output projection.",
-            "split(x @ w_q), split(x @ w_k), split(x @ w_v); softmax(q k^T / sqrt(d_k), dim=-1) v; "
-            "merge; @ w_o.",
+            "the chapter's four steps, with your two functions: the three projections, split into "
+            "heads; per head softmax(Q K^T / sqrt(d_k)) V with d_k the width of one head; merge; the "
+            "output projection W_O.",
         ),
     )
 )

@@ -15,6 +15,7 @@ from attnlib.chapters.cross_attention import (
 from attnlib.chapters.seq2seq import BOS, EOS, PAD
 from attnlib.checks._cases import cases, inverted
 from attnlib.checks.core import Exercise, Misconception, register
+from attnlib.checks.exercise import register_written
 from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
 
 # --------------------------------------------------------------------------- ex-07-1 cross-attention forward
@@ -213,13 +214,14 @@ register(
             Misconception(
                 "shape (B, 1, S, 1): the source positions on the target axis",
                 lambda lengths, S: _mask_2d(lengths, S)[:, None, :, None],
-                "the source axis is the last one of the scores (B, h, T, S): mask[:, None, None, :].",
+                "the source axis is the last one of the scores (B, h, T, S): the S positions go last,"
+                " with size-1 axes for the heads and the targets before them.",
             ),
             Misconception(
                 "shape (B, S): does not broadcast over heads and targets",
                 _mask_2d,
-                "(B, S) against scores (B, h, T, S) would align B with T and S with S; add the head"
-                " and target axes: mask[:, None, None, :] -> (B, 1, 1, S).",
+                "(B, S) against scores (B, h, T, S) would align B with T and S with S; insert size-1 "
+                "axes for the heads and the targets: (B, 1, 1, S).",
             ),
             Misconception(
                 "shape (B, 1, S): fits single-head scores (B, T, S) but not (B, h, T, S)",
@@ -392,8 +394,8 @@ register(
             " attention reads a source that is known in full and only has to skip its padding.",
             "return two masks, in this order: one (T, T) for the self-attention, one that broadcasts"
             " against (B, h, T, S) for the cross attention.",
-            "self_mask = torch.ones(T, T, dtype=torch.bool).tril(); cross_mask = the (B, 1, 1, S)"
-            " source mask of exercise 07.2.",
+            "self_mask: exercise 05.2's causal mask for T queries and T keys (booleans, the lower "
+            "triangle with its diagonal); cross_mask: the (B, 1, 1, S) source mask of exercise 07.2.",
         ),
     )
 )
@@ -552,3 +554,6 @@ register(
         ),
     )
 )
+
+# The written question of solutions/07-cross-attention.ipynb (graded by hand): check_all lists it.
+register_written("q-07-1", points=1)

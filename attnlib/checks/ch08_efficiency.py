@@ -45,6 +45,13 @@ def _no_shift(m, l, block):
         return max(m, float(np.max(block))), l + float(np.exp(block).sum())
 
 
+def _shift_after_exp(m, l, block):
+    m_new = max(m, float(np.max(block)))
+    scale = 0.0 if m == -math.inf else math.exp(m - m_new)
+    with np.errstate(over="ignore", invalid="ignore"):  # exp(s) overflows before the shift can help
+        return m_new, l * scale + float(np.exp(block).sum()) * math.exp(-m_new)
+
+
 register(
     Exercise(
         id="ex-08-1",
@@ -89,6 +96,12 @@ register(
                 _no_shift,
                 "l is the sum of exp(s - m), not of exp(s); without the shift exp overflows for "
                 "scores above about 88 (float32) or 709 (float64).",
+            ),
+            Misconception(
+                "exp(s) taken before the shift: exp(s) * exp(-m) is right on paper but overflows",
+                _shift_after_exp,
+                "exp(s) * exp(-m) equals exp(s - m) only in exact arithmetic: exp(s) alone overflows "
+                "for scores above about 709 (float64). Subtract first, then exponentiate.",
             ),
         ],
         rtol=1e-9,
@@ -319,7 +332,8 @@ register(
             Misconception(
                 "the new key and value are put in front of the cache",
                 _prepend,
-                "positions are in order: the new token is the last one, cat([cache, new], dim=-2).",
+                "positions are in order: the new token is the last one, after everything already in "
+                "the cache.",
             ),
             Misconception(
                 "no 1/sqrt(d) scaling of the scores",
@@ -335,7 +349,8 @@ register(
             Misconception(
                 "appended along the heads axis (dim=1) instead of the sequence axis",
                 _append_on_heads,
-                "the cache is (B, H, P, d): positions are axis -2, so cat([cache_k, key], dim=-2).",
+                "the cache is (B, H, P, d): the positions are the second-to-last axis, and the new "
+                "token goes at its end.",
             ),
             Misconception(
                 "the cache is returned without the new key and value",
@@ -352,8 +367,9 @@ register(
             " one query attends to every position in the cache.",
             "append along the sequence axis (dim=-2), the new position last; a single query that is"
             " the last position needs no mask.",
-            "cache_k = cat([cache_k, key], dim=-2) (same for values); weights = "
-            "softmax(query @ cache_k^T / sqrt(d)); output = weights @ cache_v. Return all three.",
+            "caches grow by one position at the end of their sequence axis; weights = softmax(q K^T /"
+            " sqrt(d)) over every cached position, the new one included; output = weights V. Return "
+            "the output and both grown caches.",
         ),
     )
 )
@@ -371,7 +387,9 @@ def attention_backward(q, k, v, grad_out):
     return _backward_variant(q, k, v, grad_out)
 
 
-def _backward_variant(q, k, v, grad_out, *, ds_rule="flash", scaled=True, transpose_p=True):
+def _backward_variant(
+    q, k, v, grad_out, *, ds_rule="flash", scaled=True, transpose_p=True, transpose_ds=True
+):
     scale = 1.0 / math.sqrt(q.shape[-1])
     s = q @ k.transpose(-2, -1) * scale  # (..., L, S)
     p = torch.softmax(s, dim=-1)
@@ -387,7 +405,7 @@ def _backward_variant(q, k, v, grad_out, *, ds_rule="flash", scaled=True, transp
     else:  # "diagonal": the elementwise derivative p (1 - p) of each weight alone
         ds = p * (1 - p) * dp
     c = scale if scaled else 1.0
-    return ds @ k * c, ds.transpose(-2, -1) @ q * c, dv
+    return ds @ k * c, (ds.transpose(-2, -1) if transpose_ds else ds) @ q * c, dv
 
 
 def _backward_inputs(lead, L, S, d, dv, seed, logit_scale=1.0):
@@ -448,6 +466,12 @@ register(
                 "dV = P dO: P is not transposed",
                 lambda q, k, v, g: _backward_variant(q, k, v, g, transpose_p=False),
                 "O = P V, so dV = P^T dO: value j collects the gradients of the queries that weighted it.",
+            ),
+            Misconception(
+                "dK = dS Q: dS is not transposed",
+                lambda q, k, v, g: _backward_variant(q, k, v, g, transpose_ds=False),
+                "S = Q K^T, so key j's gradient collects the score gradients of column j: dK = dS^T Q "
+                "(times the scale); dS Q pairs the rows instead, and is (L, d) rather than (S, d).",
             ),
         ],
         rtol=1e-7,

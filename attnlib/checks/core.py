@@ -38,6 +38,7 @@ from attnlib.checks.judge import (
     forbidden_result,
     judge_case,
     judge_error,
+    name_mistakes,
     run_case,
 )
 from attnlib.checks.notebook import _FAILED_CHECKS, check, wrap_feedback
@@ -60,6 +61,7 @@ __all__ = [
     "get_exercise",
     "judge_case",
     "judge_error",
+    "name_mistakes",
     "register",
     "reset_parameters",
     "run_case",

@@ -16,7 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "Exercise", "Misconception", "all_exercises", "get_exercise", "register"]
+__all__ = [
+    "Case",
+    "Exercise",
+    "Misconception",
+    "all_exercises",
+    "get_exercise",
+    "register",
+    "register_written",
+    "written_questions",
+]
 
 
 @dataclass(frozen=True)
@@ -36,11 +45,23 @@ class Case:
 
 @dataclass(frozen=True)
 class Misconception:
-    """A known wrong answer: a function with the reference's signature, and the hint it earns."""
+    """A known wrong answer: a function with the reference's signature, and the hint it earns.
+
+    ``variants`` are other ways of writing the same mistake that give other
+    outputs on some cases (``e / e.sum(-1)`` with and without the max shift):
+    an answer matches the mistake on a case when it matches any of its forms.
+    The judge names a mistake only from the cases that tell it apart from the
+    other registered mistakes (:func:`attnlib.checks.judge.name_mistakes`).
+    """
 
     name: str
     wrong: Callable[..., Any]
     hint: str
+    variants: Sequence[Callable[..., Any]] = ()
+
+    def forms(self) -> tuple[Callable[..., Any], ...]:
+        """``wrong`` and its ``variants``."""
+        return (self.wrong, *self.variants)
 
 
 @dataclass
@@ -97,6 +118,9 @@ class Exercise:
         names = [c.name for c in self.cases]
         if len(set(names)) != len(names):
             raise ValueError(f"exercise {self.id!r} has duplicate case names: {names}")
+        mistakes = [m.name for m in self.misconceptions]
+        if len(set(mistakes)) != len(mistakes):
+            raise ValueError(f"exercise {self.id!r} has duplicate misconception names: {mistakes}")
 
     def visible_cases(self) -> list[Case]:
         return [c for c in self.cases if not c.hidden]
@@ -116,6 +140,31 @@ def register(exercise: Exercise) -> Exercise:
         raise ValueError(f"exercise id {exercise.id!r} is registered twice")
     _REGISTRY[exercise.id] = exercise
     return exercise
+
+
+_WRITTEN: dict[str, float] = {}
+
+
+def register_written(question_id: str, points: float) -> None:
+    """Record a written question graded by hand (``"q-05-1"``) and its points.
+
+    The question itself lives in the solution notebook (a markdown cell with
+    metadata ``{"attnlib": {"manual": "q-05-1", "points": 1}}``); the checks
+    only need its id and points, so that "check everything" lists it and counts
+    its points (tests/chapters/test_check_all.py keeps the two in step).
+    """
+    if _WRITTEN.get(question_id, points) != points:
+        raise ValueError(f"written question {question_id!r} is registered twice with different points")
+    _WRITTEN[question_id] = points
+
+
+def written_questions(chapter: str) -> dict[str, float]:
+    """The written questions of a chapter (``"05"``), ``{id: points}``, in question order."""
+    _import_check_modules(f"ch{chapter}_")
+    ids = sorted(
+        (q for q in _WRITTEN if q.startswith(f"q-{chapter}-")), key=lambda q: int(q.rsplit("-", 1)[1])
+    )
+    return {q: _WRITTEN[q] for q in ids}
 
 
 def _import_check_modules(prefix: str = "ch") -> None:

@@ -11,12 +11,14 @@ processes:
 
 :func:`evaluate` joins both halves for every case of an exercise, and an
 answer that uses a forbidden call (:func:`forbidden_calls`) fails every case.
+A known mistake is named only from the cases that tell it apart from the
+other registered mistakes (:func:`name_mistakes`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,7 @@ __all__ = [
     "forbidden_result",
     "judge_case",
     "judge_error",
+    "name_mistakes",
     "run_case",
 ]
 
@@ -61,6 +64,10 @@ class CaseResult:
     misconception: str | None = None
     hint: str = ""
     hidden: bool = False
+    candidates: tuple[str, ...] = ()
+    """The registered mistakes whose output (or error) on this case is the answer's."""
+    ruled_out: tuple[str, ...] = ()
+    """The registered mistakes this case rules out (they give another output, or run where it raised)."""
 
     @property
     def passed(self) -> bool:
@@ -134,6 +141,12 @@ def run_case(func: Callable[..., Any], case: Case) -> Any:
 def judge_case(exercise: Exercise, case: Case, got: Any) -> CaseResult:
     """Compare ``got`` (from :func:`run_case`) with the reference and name the mistake.
 
+    The registered mistakes whose output on this case is ``got`` are the
+    verdict's ``candidates``; one is named only when it is the only candidate
+    (the case tells it apart). :func:`evaluate` then weighs every case of the
+    exercise together (:func:`name_mistakes`); a caller that judges cases one by
+    one (the grader) should pass its verdicts through :func:`name_mistakes` too.
+
     The tolerances fit the question (the case's inputs and the reference's
     output, :func:`~attnlib.checks.compare.question_precision`), not the
     answer: an answer cast to float16 does not earn float16's tolerance on a
@@ -163,15 +176,115 @@ def judge_case(exercise: Exercise, case: Case, got: Any) -> CaseResult:
     ok, message = compare(expected, got)
     if ok:
         return CaseResult(case.name, "passed", hidden=case.hidden)
-    for mis in exercise.misconceptions:
-        try:
-            with np.errstate(all="ignore"):
-                wrong = to_arrays(mis.wrong(*case.make_inputs()))
-        except Exception:  # a wrong variant may legitimately fail on some inputs
-            continue
-        if _same_values(wrong, got, exercise, precision, slack):
-            return CaseResult(case.name, "failed", message, mis.name, mis.hint, case.hidden)
-    return CaseResult(case.name, "failed", message, None, exercise.hint, case.hidden)
+    matches, ruled_out = _sort_mistakes(
+        exercise.misconceptions, case, lambda wrong: _same_values(wrong, got, exercise, precision, slack)
+    )
+    return _failed(exercise, case, "failed", message, matches, ruled_out)
+
+
+def _sort_mistakes(mistakes: Sequence[Any], case: Case, same: Callable[[Any], bool]) -> tuple[list, list]:
+    """The registered mistakes that match an answer's output on ``case`` (``same(wrong output)``),
+    and those ruled out there: a form of theirs ran and none matched. A mistake whose every form
+    raises on this case is neither (it tells nothing about an answer that ran)."""
+    matches, ruled_out = [], []
+    for mis in mistakes:
+        ran = False
+        for form in mis.forms():
+            try:
+                with np.errstate(all="ignore"):
+                    wrong = to_arrays(form(*case.make_inputs()))
+            except Exception:  # a wrong variant may legitimately fail on some inputs
+                continue
+            ran = True
+            if same(wrong):
+                matches.append(mis)
+                break
+        else:
+            if ran:
+                ruled_out.append(mis)
+    return matches, ruled_out
+
+
+def _failed(
+    exercise: Exercise, case: Case, status: str, message: str, matches: list, ruled_out: list
+) -> CaseResult:
+    """A failed case's verdict: a mistake is named only when this case tells it apart.
+
+    ``matches`` are the registered mistakes that give the answer's output (or
+    error) on this case. When several do, the case cannot tell which one the
+    answer made (a 1 x 1 causal mask is ``[[False]]`` both "strictly lower" and
+    "inverted"), so none is named here; :func:`name_mistakes` may still name
+    one from the exercise's other cases.
+    """
+    candidates = tuple(m.name for m in matches)
+    excluded = tuple(m.name for m in ruled_out)
+    if len(matches) == 1:
+        mis = matches[0]
+        return CaseResult(case.name, status, message, mis.name, mis.hint, case.hidden, candidates, excluded)
+    hint = exercise.hint if status == "failed" else _ERROR_HINT
+    return CaseResult(case.name, status, message, None, hint, case.hidden, candidates, excluded)
+
+
+_ERROR_HINT = "call your function on the case's inputs by hand and read the traceback"
+
+
+def name_mistakes(
+    exercise: Exercise, cases: Sequence[Case], results: Sequence[CaseResult]
+) -> list[CaseResult]:
+    """The verdicts ``results`` (one per case of ``cases``), a mistake named only where the cases say so.
+
+    A registered mistake is named, on the failed cases where it matches the
+    answer, when it is the only one that
+
+    * matches the answer (gives its output, or raises its error) on at least
+      one case the answer failed;
+    * is ruled out by no case: on no failed case does it give another output
+      than the answer's (or run where the answer raised), and on no passed case
+      does it give another output than the right one (a mistake that would have
+      shown there, and did not, is not the answer's). A case where every form
+      of the mistake raises tells nothing either way.
+
+    Otherwise (none, or several the cases cannot tell apart) no mistake is
+    named and the failed cases carry the exercise's general hint. A forbidden
+    call's verdict is kept as it is. Naming the wrong mistake sends a learner
+    to fix what was right, so the evidence must point at one.
+    """
+    results = list(results)
+    failing = [
+        i
+        for i, r in enumerate(results)
+        if r.status in ("failed", "error") and r.misconception != FORBIDDEN_MISCONCEPTION
+    ]
+    if not failing:
+        return results
+    matched = {name for i in failing for name in results[i].candidates}
+    ruled_out = {name for i in failing for name in results[i].ruled_out}
+    survivors = [m for m in exercise.misconceptions if m.name in matched and m.name not in ruled_out]
+    for case, verdict in zip(cases, results, strict=True):
+        if len(survivors) == 0:
+            break
+        if verdict.passed:
+            survivors = [m for m in survivors if not _shows_on(exercise, case, m)]
+    named = survivors[0] if len(survivors) == 1 else None
+    for i in failing:
+        r = results[i]
+        if named is not None and named.name in r.candidates:
+            results[i] = replace(r, misconception=named.name, hint=named.hint)
+        elif r.misconception is not None:
+            hint = exercise.hint if r.status == "failed" else _ERROR_HINT
+            results[i] = replace(r, misconception=None, hint=hint)
+    return results
+
+
+def _shows_on(exercise: Exercise, case: Case, mis: Any) -> bool:
+    """Whether the mistake ``mis`` shows on ``case`` (a form of it runs, none giving the right output)."""
+    inputs = case.make_inputs()
+    expected = to_arrays(exercise.reference(*inputs))
+    precision = question_precision(inputs, expected)
+    _, ruled_out = _sort_mistakes(
+        [mis], case, lambda wrong: _same_values(wrong, expected, exercise, precision, None)
+    )
+    return bool(ruled_out)
 
 
 def _scale_slack(slack: Any, factor: float) -> Any:
@@ -215,17 +328,27 @@ def judge_error(exercise: Exercise, case: Case, error_type: str, error_text: str
     """The verdict for a case whose call raised ``error_type: error_text``.
 
     A known wrong variant that raises the same error on these inputs (say, a
-    plain ``.T`` on a batched array) is named, like a wrong output would be.
+    plain ``.T`` on a batched array) is a candidate, like a wrong output would
+    be, and is named when it is the only one (see :func:`name_mistakes`).
     """
     message = f"raised {error_type}" + (f": {error_text}" if error_text else "")
+    matches, ruled_out = [], []
     for mis in exercise.misconceptions:
-        try:
-            mis.wrong(*case.make_inputs())
-        except Exception as exc:
-            if type(exc).__name__ == error_type and _first_line(exc) == error_text:
-                return CaseResult(case.name, "error", message, mis.name, mis.hint, case.hidden)
-    hint = "call your function on the case's inputs by hand and read the traceback"
-    return CaseResult(case.name, "error", message, hint=hint, hidden=case.hidden)
+        ran = False
+        for form in mis.forms():
+            try:
+                with np.errstate(all="ignore"):
+                    form(*case.make_inputs())
+            except Exception as exc:
+                if type(exc).__name__ == error_type and _first_line(exc) == error_text:
+                    matches.append(mis)
+                    break
+            else:
+                ran = True
+        else:
+            if ran:  # it runs where the answer raised
+                ruled_out.append(mis)
+    return _failed(exercise, case, "error", message, matches, ruled_out)
 
 
 FORBIDDEN_MISCONCEPTION = "calls an existing implementation (not allowed)"
@@ -350,4 +473,5 @@ def evaluate(
             result.cases.append(judge_error(exercise, case, type(exc).__name__, _first_line(exc)))
             continue
         result.cases.append(judge_case(exercise, case, got))
+    result.cases = name_mistakes(exercise, cases, result.cases)
     return result

@@ -33,11 +33,20 @@ class Wrong:
     mistake : str
         A phrase (compared case-insensitively) that the feedback must contain,
         usually the name of the exercise's Misconception, e.g. ``"global max"``.
+    not_named : tuple of str
+        Phrases that no mistake the feedback names ("looks like: ...") may
+        contain: a diagnosis the answer must NOT get (issue 33 item 14). The
+        empty string ``""`` (:data:`NO_MISTAKE`) says that no registered mistake
+        may be named at all.
     """
 
     exercise: str
     fn: Callable
     mistake: str
+    not_named: tuple[str, ...] = ()
+
+
+NO_MISTAKE = ("",)  # Wrong(..., not_named=NO_MISTAKE): the feedback names no registered mistake
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,27 @@ def _id(entry) -> str:
     return f"{entry.exercise}:{entry.fn.__name__}"
 
 
+# Wrong answers whose mistake the judge no longer names because the cases do not say so
+# (issue 33 items 11, 14: a mistake is named only when it matches the answer on the cases it
+# failed and no case rules it out). Each needs its chapter's owner to register the answer's
+# own form of the mistake (Misconception(..., variants=...)) or to change the bank's phrase.
+# Strict, so that the fix makes this list fail until it is emptied.
+KNOWN_UNNAMED = {
+    # The bank's answer never runs the prompt through the model (a fresh cache for every
+    # token, the prompt's last token alone); the registered "new, empty cache" runs the prompt
+    # once. The two agree on one case of four; the first case matches "first position" instead.
+    "ex-10-3:generate_new_caches",
+}
+
+
+def _wrong_params():
+    reason = "the cases do not name this mistake (issue 33 item 14): see KNOWN_UNNAMED"
+    return [
+        pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason)) if _id(e) in KNOWN_UNNAMED else e
+        for e in WRONG
+    ]
+
+
 def _grade(entry):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # overflow warnings of the wrong answers are expected
@@ -70,7 +91,7 @@ def test_bank_entries_name_registered_exercises():
     assert not unknown, f"bank entries for exercises that are not registered: {unknown}"
 
 
-@pytest.mark.parametrize("entry", WRONG, ids=_id)
+@pytest.mark.parametrize("entry", _wrong_params(), ids=_id)
 def test_wrong_answer_loses_marks_and_is_named(entry):
     result = _grade(entry)
     report = result.report()
@@ -78,6 +99,10 @@ def test_wrong_answer_loses_marks_and_is_named(entry):
     assert entry.mistake.lower() in report.lower(), (
         f"{_id(entry)} fails, but the feedback does not name {entry.mistake!r}:\n{report}"
     )
+    named = {c.misconception for c in result.cases if c.misconception}
+    for phrase in entry.not_named:
+        wrongly = [name for name in named if phrase.lower() in name.lower()]
+        assert not wrongly, f"{_id(entry)} is told a mistake it did not make, {wrongly}:\n{report}"
 
 
 @pytest.mark.parametrize("entry", RIGHT, ids=_id)

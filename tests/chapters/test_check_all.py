@@ -178,3 +178,67 @@ def test_the_grader_does_not_run_the_check_all_cell(tmp_path):
     assert last not in [index for index, _ in plan["cells"]]
     assert not any("check_all" in source for _, source in plan["cells"])
     assert not review, review
+
+
+# ----------------------------------------------------------------- written answers (#33 item 12)
+
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_the_written_questions_registered_are_the_notebooks(path):
+    """check_all lists the written questions registered with the checks: the same ids and points
+    as the notebook's answer cells (metadata attnlib.manual)."""
+    from attnlib.checks.exercise import written_questions
+
+    nb = nbformat.read(path, as_version=4)
+    assert written_questions(path.stem[:2]) == assign.written_questions(nb)
+
+
+def _masks_exercise_notebook(tmp_path, answer=None):
+    solution = nbformat.read(ROOT / "solutions" / "05-masks.ipynb", as_version=4)
+    nb = assign.make_exercise(solution, "05-masks.ipynb")
+    if answer is not None:
+        for cell in nb.cells:
+            if (cell.metadata.get("attnlib") or {}).get("manual") == "q-05-1":
+                cell.source = answer
+    path = tmp_path / "05-masks.ipynb"
+    nbformat.write(nb, path)
+    return nb, path
+
+
+def test_the_written_answer_counts_in_the_total(tmp_path, capsys):
+    """05-masks is worth 8 points: 7 from its exercises, 1 from its written question."""
+    nb, _ = _masks_exercise_notebook(tmp_path)
+    namespace = {"__name__": "__main__"}
+    exec(nb.cells[-1].source, namespace)  # the generated cell, before any exercise cell ran
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("q-05-1"))
+    assert row.split()[-4:] == ["1", "graded", "by", "hand"], row
+    assert "worth 0 of 7 points" in out and "1 more point, 8 in all" in out
+    assert "0 of 3 exercises pass" in out, "a written question is not counted as an exercise"
+    summary = summarize(namespace, points={"ex-05-1": 2, "ex-05-2": 2, "ex-05-3": 3})
+    assert sum(r.points for r in summary.rows) == 8
+
+
+def test_a_written_answer_is_read_from_the_saved_notebook(tmp_path):
+    points = {"ex-05-1": 2}
+    _, path = _masks_exercise_notebook(tmp_path)
+    row = summarize({"__session__": str(path)}, points=points).rows[-1]
+    assert (row.exercise, row.answered) == ("q-05-1", False) and "YOUR ANSWER HERE" in row.note
+    _, path = _masks_exercise_notebook(tmp_path, answer="Padding must not receive weight because ...")
+    row = summarize({"__vsc_ipynb_file__": str(path)}, points=points).rows[-1]
+    assert row.answered is True and not row.note
+    row = summarize({}, points=points).rows[-1]  # Colab: no path known
+    assert row.answered is None and "make sure its cell holds your answer" in row.note
+    row = summarize({"__session__": str(tmp_path / "missing.ipynb")}, points=points).rows[-1]
+    assert row.answered is None
+
+
+def test_written_questions_can_be_given_and_are_checked():
+    summary = summarize({}, points={"ex-04-1": 2}, written={"q-04-1": 3})
+    assert [(r.exercise, r.points, r.status) for r in summary.rows][-1] == ("q-04-1", 3.0, "graded by hand")
+    assert "5 in all" in summary.table()
+    with pytest.raises(ValueError, match="written"):
+        summarize({}, points={"ex-04-1": 2}, written={"ex-04-2": 1})
+    assert not [r for r in summarize({}, chapter="04").rows if r.status == "graded by hand"]

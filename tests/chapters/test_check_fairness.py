@@ -163,3 +163,119 @@ def test_a_pass_says_the_grader_adds_hidden_cases(tiered, capsys):
 
     check(TIERED.id, double_wrong)  # a failure (and a tour): no such line
     assert notebook_checks.HIDDEN_CASES_NOTE not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------- naming a mistake (#33 items 11, 14)
+
+from attnlib.checks import Misconception, get_exercise, judge_case, name_mistakes, run_case  # noqa: E402
+
+
+def _double(x):
+    return 2 * x
+
+
+def _square(x):
+    return x * x
+
+
+def _plus_two(x):
+    return x + 2
+
+
+def _toy(*misconceptions):
+    """f(x) = x on three cases, x = 2 (where 2x = x*x = x+2), x = 3 and x = 0."""
+    cases = [Case(f"x = {v}", lambda v=v: (np.array([float(v)]),)) for v in (2, 3, 0)]
+    return Exercise("ex-98-2", "f", lambda x: x.copy(), cases, list(misconceptions))
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    core._discover()
+
+    def register(exercise):
+        monkeypatch.setitem(core._REGISTRY, exercise.id, exercise)
+        return exercise
+
+    return register
+
+
+def test_a_case_that_cannot_tell_two_mistakes_apart_names_neither():
+    """x = 2: doubling and squaring give the same 4; that case alone names no mistake."""
+    exercise = _toy(Misconception("doubled", _double, "h1"), Misconception("squared", _square, "h2"))
+    verdict = judge_case(exercise, exercise.cases[0], run_case(_double, exercise.cases[0]))
+    assert verdict.status == "failed" and verdict.misconception is None
+    assert set(verdict.candidates) == {"doubled", "squared"}
+    verdict = judge_case(exercise, exercise.cases[1], run_case(_double, exercise.cases[1]))
+    assert verdict.misconception == "doubled" and verdict.candidates == ("doubled",)
+
+
+def test_the_other_cases_tell_them_apart(toy):
+    exercise = toy(_toy(Misconception("doubled", _double, "h1"), Misconception("squared", _square, "h2")))
+    result = evaluate(exercise.id, _double)
+    # x = 0 passes (2*0 = 0) while squaring would also pass there; x = 3 tells them apart
+    assert [c.status for c in result.cases] == ["failed", "failed", "passed"]
+    assert [c.misconception for c in result.cases[:2]] == ["doubled", "doubled"]
+    assert all(c.hint == "h1" for c in result.cases[:2])
+
+
+def test_a_mistake_that_explains_one_failure_but_not_another_is_not_named(toy):
+    """The answer is 2x on x = 2 (as doubling) but 3 + 2 on x = 3: doubling is ruled out at x = 3."""
+
+    def answer(x):
+        return x + 2
+
+    exercise = toy(_toy(Misconception("doubled", _double, "h1")))
+    result = evaluate(exercise.id, answer)
+    assert [c.status for c in result.cases] == ["failed", "failed", "failed"]
+    assert not any(c.misconception for c in result.cases)
+    assert result.cases[0].candidates == ("doubled",) and "doubled" in result.cases[1].ruled_out
+
+
+def test_a_mistake_that_would_have_shown_on_a_passed_case_is_not_named(toy):
+    """Adding 2 shows at x = 0; an answer right at x = 0 is not that mistake, even if it agrees elsewhere."""
+
+    def answer(x):
+        return np.where(x == 0, x, x + 2)
+
+    exercise = toy(_toy(Misconception("plus two", _plus_two, "h")))
+    result = evaluate(exercise.id, answer)
+    assert [c.status for c in result.cases] == ["failed", "failed", "passed"]
+    assert not any(c.misconception for c in result.cases)
+    exercise = toy(_toy(Misconception("doubled", _double, "h")))
+    result = evaluate(exercise.id, _double)  # doubling is right at x = 0: named
+    assert [c.misconception for c in result.cases] == ["doubled", "doubled", None]
+
+
+def test_a_mistake_written_two_ways_is_named_from_either(toy):
+    exercise = toy(_toy(Misconception("grew", _plus_two, "h", variants=(_square,))))
+    assert {c.misconception for c in evaluate(exercise.id, _square).cases if not c.passed} == {"grew"}
+    assert {c.misconception for c in evaluate(exercise.id, _plus_two).cases if not c.passed} == {"grew"}
+    with pytest.raises(ValueError, match="duplicate misconception"):
+        _toy(Misconception("grew", _plus_two, "h"), Misconception("grew", _square, "h"))
+
+
+def test_name_mistakes_keeps_a_grader_verdict_without_candidates():
+    exercise = _toy(Misconception("doubled", _double, "h1"))
+    verdicts = [judge_case(exercise, c, run_case(_double, c)) for c in exercise.cases]
+    named = name_mistakes(exercise, exercise.cases, verdicts)
+    assert [v.misconception for v in named] == ["doubled", "doubled", None]
+    timeout = core.CaseResult("x = 0", "error", "did not finish", hint="look for a loop")
+    named = name_mistakes(exercise, exercise.cases, [*verdicts[:2], timeout])
+    assert named[2].hint == "look for a loop" and named[0].misconception == "doubled"
+
+
+def test_the_one_by_one_causal_mask_names_no_mistake_and_the_exercise_names_one():
+    """Issue 33 item 11: on the 1 x 1 hidden case of ex-05-2 "strictly lower" and "inverted" agree."""
+    import torch
+
+    def strictly_lower(q_len, k_len):
+        return torch.ones(q_len, k_len, dtype=torch.bool).tril(-1)
+
+    exercise = get_exercise("ex-05-2")
+    one = next(c for c in exercise.cases if c.name == "hidden: one query, one key")
+    verdict = judge_case(exercise, one, run_case(strictly_lower, one))
+    assert verdict.misconception is None and len(verdict.candidates) == 2
+    result = evaluate("ex-05-2", strictly_lower, include_hidden=True)
+    assert {c.misconception for c in result.cases if not c.passed} == {
+        "strictly lower triangular (a token may not attend to itself)"
+    }

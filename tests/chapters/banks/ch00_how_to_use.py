@@ -35,3 +35,12 @@ WRONG = [
     Wrong("ex-00-1", dot_einsum_wrong_output_order, "transposed"),
 ]
 RIGHT = [Right("ex-00-1", dot_einsum), Right("ex-00-1", dot_broadcast_sum)]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def dot_with_np_dot(a, b):  # np.dot pairs every batch of a with every batch of b
+    return np.dot(a, np.swapaxes(b, -1, -2))
+
+
+WRONG += [Wrong("ex-00-1", dot_with_np_dot, "np.dot instead of a batched matrix product")]

@@ -269,3 +269,36 @@ RIGHT += [
     Right("ex-01-4", steps_masked_log_softmax_float64),
     Right("ex-01-4", steps_one_row_of_logits_at_a_time),
 ]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def accuracy_skipping_eos(pred, tgt):  # the target's EOS is not compared
+    ok = (pred == tgt) | (tgt == PAD) | (tgt == EOS)
+    return ok.all(dim=1).double().mean()
+
+
+WRONG += [
+    Wrong(
+        "ex-01-2",
+        accuracy_skipping_eos,
+        "the target's EOS is not compared",
+        not_named=("token accuracy",),
+    )
+]
+
+
+def train_zero_grad_once(model, optimizer, batches):  # cleared once, then piling up (item 13)
+    optimizer.zero_grad()
+    losses = []
+    for src, tgt in batches:
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return torch.tensor(losses)
+
+
+WRONG += [Wrong("ex-01-4", train_zero_grad_once, "gradients zeroed once")]

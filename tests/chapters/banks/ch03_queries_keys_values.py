@@ -156,3 +156,22 @@ RIGHT = [
     Right("ex-03-3", softmax_log_space),
     Right("ex-03-4", output_einsum_float64),
 ]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def scores_plain_T(x, w_q, w_k):  # .T on batched keys reverses the batch axes too
+    q, k = x @ w_q, x @ w_k
+    return q @ k.T / np.sqrt(q.shape[-1])
+
+
+def output_plain_T(q, k, v):
+    s = np.matmul(q, k.T) / math.sqrt(k.shape[-1])
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return w / w.sum(axis=-1, keepdims=True) @ v
+
+
+WRONG += [
+    Wrong("ex-03-2", scores_plain_T, "K transposed with .T", not_named=("forgetting the transpose",)),
+    Wrong("ex-03-4", output_plain_T, "k.T on batched keys"),
+]

@@ -183,3 +183,20 @@ RIGHT = [
     Right("ex-04-3", scaled_einsum),
     Right("ex-04-4", weights_einsum_logsumexp),
 ]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def softmax_mean_shift(x):  # a shift, but the mean does not bound the exponents
+    e = np.exp(x - x.mean(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def scaled_scores_plain_T(q, k):  # .T on batched keys
+    return q @ k.T / np.sqrt(q.shape[-1])
+
+
+WRONG += [
+    Wrong("ex-04-1", softmax_mean_shift, "the row mean subtracted", not_named=("axis 0",)),
+    Wrong("ex-04-3", scaled_scores_plain_T, "k.T swaps the batch axes too"),
+]

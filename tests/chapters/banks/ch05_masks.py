@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import torch
-from bank import Right, Wrong
+from bank import NO_MISTAKE, Right, Wrong
 
 # --------------------------------------------------------------------------- ex-05-1
 
@@ -162,3 +162,12 @@ RIGHT = [
     Right("ex-05-2", causal_ones_tril_bool),
     Right("ex-05-3", masked_where_and_exp),
 ]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def causal_float_01(q_len, k_len):  # the right pattern, as 0.0/1.0 floats instead of booleans
+    return torch.ones(q_len, k_len).tril()
+
+
+WRONG += [Wrong("ex-05-2", causal_float_01, "expected booleans", not_named=NO_MISTAKE)]

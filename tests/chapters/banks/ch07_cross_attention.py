@@ -4,7 +4,7 @@ the decoder layer)."""
 import math
 
 import torch
-from bank import Right, Wrong
+from bank import NO_MISTAKE, Right, Wrong
 
 from banks.scaffold import source_key_mask
 
@@ -318,3 +318,14 @@ RIGHT += [
     Right("ex-07-5", layer_explicit_masks),
     Right("ex-07-5", layer_sublayers_in_a_loop),
 ]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def masks_float_01(src_lengths, src_len, tgt_len):  # the right masks as 0.0/1.0 floats
+    causal = torch.ones(tgt_len, tgt_len).tril()
+    source = (torch.arange(src_len)[None, :] < src_lengths[:, None]).float()
+    return causal, source[:, None, None, :]
+
+
+WRONG += [Wrong("ex-07-4", masks_float_01, "expected booleans", not_named=NO_MISTAKE)]

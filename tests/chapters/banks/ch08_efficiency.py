@@ -249,3 +249,19 @@ RIGHT += [
     Right("ex-08-4", attention_backward_einsum),
     Right("ex-08-4", attention_backward_jacobian_loop),
 ]
+
+# --------------------------------------------------------------------------- issue 33 item 14
+
+
+def backward_dk_untransposed(q, k, v, grad_out):  # dK = dS Q: its dV is right
+    scale = 1 / math.sqrt(q.shape[-1])
+    p = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    dv = p.transpose(-2, -1) @ grad_out
+    dp = grad_out @ v.transpose(-2, -1)
+    ds = p * (dp - (grad_out * (p @ v)).sum(dim=-1, keepdim=True))
+    return ds @ k * scale, ds @ q * scale, dv
+
+
+WRONG += [
+    Wrong("ex-08-4", backward_dk_untransposed, "dS is not transposed", not_named=("P is not transposed",))
+]

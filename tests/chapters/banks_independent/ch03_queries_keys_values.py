@@ -186,7 +186,7 @@ NAMED = {
     "rs_axis_minus2": "softmax over the wrong axis",
     "rs_no_keepdims": "without keepdims",
     "rs_global": "normalised over the whole array",
-    "rs_axis0": "softmax over the wrong axis",
+    "rs_axis0": "softmax over axis 0",
     "ao_softmax_queries": "softmax over the wrong axis",
     "ao_unscaled": "no 1/sqrt(d_k)",
     "ao_scaled_by_d_v": "sqrt(d_v) instead of sqrt(d_k)",

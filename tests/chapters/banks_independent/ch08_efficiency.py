@@ -282,7 +282,7 @@ NAMED = {
     "os_no_rescale": "the old sum is not rescaled",
     "os_rescale_inverted": "upside down",
     "os_block_max_only": "the block's maximum, not the running one",
-    "os_unshifted_block": "without subtracting the maximum",
+    "os_unshifted_block": "taken before the shift",
     "os_old_max_for_block": None,
     "tu_unscaled": "no 1/sqrt(d)",
     "tu_acc_not_rescaled": "the accumulated output is not rescaled",
