@@ -217,9 +217,17 @@ kind(
     sm(ROW, before=["for f in [torch.softmax]:\n    pass\n"], function=False),
     sm(ROW, before=["with torch.no_grad() as _:\n    f = torch.special.softmax\n"], function=False),
     sm(ROW, before=["globals()['f'] = torch.softmax"], function=False),
-    sm("    return OPS[0](torch.as_tensor(x), -1).numpy()\n", before=["OPS = []", "OPS.append(torch.softmax)"], function=False),
+    sm(
+        "    return OPS[0](torch.as_tensor(x), -1).numpy()\n",
+        before=["OPS = []", "OPS.append(torch.softmax)"],
+        function=False,
+    ),
     sm(ROW, before=["import builtins\nbuiltins.f = torch.softmax"], function=False),
-    sm("    return np.exp(x)\n", before=["import scipy.special\nsetattr(np, 'exp', scipy.special.softmax)"], function=False),
+    sm(
+        "    return np.exp(x)\n",
+        before=["import scipy.special\nsetattr(np, 'exp', scipy.special.softmax)"],
+        function=False,
+    ),
     sm(ROW, before=["def setup():\n    global f\n    f = torch.softmax\nsetup()\n"], function=False),
     sm(
         ROW,
