@@ -84,6 +84,7 @@ class Entry:
     reasons: list[str] = field(default_factory=list)  # why each of ``others`` is not graded
     submitted: str = ""  # the graded file's time (stored in the zip, or on disk), ISO 8601
     candidates: list[Candidate] = field(default_factory=list, repr=False)
+    refused: str = ""  # why the intake refused this learner's only upload (then no candidate)
 
     @property
     def duplicate(self) -> bool:
@@ -167,14 +168,16 @@ def safe_extract(
     max_total_bytes: int = MAX_TOTAL_BYTES,
     max_file_bytes: int = MAX_FILE_BYTES,
     max_files: int = MAX_FILES,
+    refused: list[tuple[str, str]] | None = None,
 ) -> list[str]:
     """Extract ``archive`` into ``dest``, refusing unsafe members; return what was refused.
 
     Raises :class:`UnsafeArchive` when the archive as a whole is refused (not a
     zip, too many members, more than ``max_total_bytes``); ``dest`` then holds
-    whatever was extracted before.
+    whatever was extracted before. ``refused``, when given, receives ``(member name,
+    why)`` of each refused member (the intake gives its learner an ``unreadable`` row).
     """
-    problems: list[str] = []
+    problems = _Refusals(refused)
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
     try:
@@ -187,6 +190,7 @@ def safe_extract(
             raise UnsafeArchive(f"{archive} has {len(members)} members, more than {max_files}")
         written = 0
         for info in members:
+            problems.member(info.filename.replace("\\", "/"))
             shown = terminal(info.filename, 200)
             why = _unsafe_member(info)
             if why is not None:
@@ -244,6 +248,26 @@ def safe_extract(
     return problems
 
 
+class _Refusals(list):
+    """The problems of :func:`safe_extract`, and the names of the members refused."""
+
+    _WHY = re.compile(r"^(?P<name>.*): refused \((?P<why>.*)\)$", re.S)
+
+    def __init__(self, names: list[tuple[str, str]] | None) -> None:
+        super().__init__()
+        self.names = names
+        self._raw: str | None = None
+
+    def member(self, raw: str) -> None:
+        self._raw = raw
+
+    def append(self, text: str) -> None:
+        super().append(text)
+        match = self._WHY.match(text)
+        if self.names is not None and self._raw is not None and match:
+            self.names.append((self._raw, match["why"]))
+
+
 # --------------------------------------------------------------------------- layouts
 
 
@@ -278,7 +302,10 @@ def _candidate(path: Path, source: str, number: int = 0) -> Candidate:
 
 
 def find_entries(
-    root: Path, problems: list[str] | None = None, strays: list[str] | None = None
+    root: Path,
+    problems: list[str] | None = None,
+    strays: list[str] | None = None,
+    refused: list[tuple[str, str]] = (),
 ) -> list[Entry]:
     """The students in a folder (already extracted), with all their candidate files.
 
@@ -286,7 +313,10 @@ def find_entries(
     ``problems`` and skipped, never the class; a file at the top of a plain folder that
     is not a notebook is listed in ``strays`` (not a student). Two plain names that make
     the same key (``Ada.ipynb`` and ``ada.ipynb``) each get a key with a fingerprint of
-    their own name, as folders do, instead of being merged into one learner."""
+    their own name, as folders do, instead of being merged into one learner. A member of an
+    LMS download that the extraction ``refused`` (``(name, why)``: a link, too large, encrypted)
+    and whose name carries the layout's prefix is its learner's entry with no file (``refused``
+    says why), when that learner has no other file: graded ``unreadable``, never left out."""
     problems = problems if problems is not None else []
     strays = strays if strays is not None else []
     by_key: dict[str, Entry] = {}
@@ -302,7 +332,7 @@ def find_entries(
         children = sorted(root.iterdir())
     except OSError as exc:
         raise FileNotFoundError(f"cannot read {root}: {exc.strerror}") from None
-    lms = layout_of(children, problems)
+    lms = layout_of(children, problems, refused)
     for path in children:
         name = path.name
         try:
@@ -351,6 +381,24 @@ def find_entries(
             problems.append(
                 f"{terminal(name, 200)}: refused ({terminal(getattr(exc, 'strerror', None) or exc, 120)})"
             )
+    for member, why in refused:
+        top, _, rest = member.partition("/")
+        match = None
+        if lms == "canvas" and not rest:
+            match = CANVAS.match(top)
+            person = match["login"] if match else ""
+        elif lms == "moodle":
+            match = MOODLE_FOLDER.match(top) if rest else MOODLE_FILE.match(top)
+            person = match["name"].strip() if match else ""
+        if match is None or not rest and not top or _skipped(top):
+            continue
+        key = f"{slug(person)}-{match['uid']}"
+        if key not in by_key:
+            by_key[key] = Entry(
+                key, match["uid"], visible(person), lms, late=bool(match.groupdict().get("late"))
+            )
+            by_key[key].file = visible(member)
+            by_key[key].refused = why
     for key, named in plain.items():
         clash = len({raw for raw, _ in named}) > 1
         for raw, path in named:
@@ -376,7 +424,9 @@ def find_entries(
     return list(by_key.values())
 
 
-def layout_of(children: list[Path], problems: list[str] | None = None) -> str:
+def layout_of(
+    children: list[Path], problems: list[str] | None = None, refused: list[tuple[str, str]] = ()
+) -> str:
     """The layout of a download, decided once for all its members: ``canvas``, ``moodle`` or
     ``folder``.
 
@@ -387,16 +437,24 @@ def layout_of(children: list[Path], problems: list[str] | None = None) -> str:
     The layout is the LMS with more members that match it alone; a member that matches both
     counts for neither, and only when no member matches one alone does it decide (Canvas,
     whose prefix comes first: reported). A layout with no matching member is ``folder`` (no
-    LMS id is taken from any name)."""
+    LMS id is taken from any name). The members the extraction ``refused`` count too (by
+    their names: a class whose every upload was refused is still its LMS's)."""
     canvas = moodle = both = 0
+    tops: list[tuple[str, bool]] = []
     for path in children:
-        name = path.name
         try:
-            if _skipped(name) or path.is_symlink():
+            if _skipped(path.name) or path.is_symlink():
                 continue
-            is_dir = path.is_dir()
+            tops.append((path.name, path.is_dir()))
         except OSError:
             continue
+    seen = {name for name, _ in tops}
+    for member, _ in refused:
+        top, _, rest = member.partition("/")
+        if top and top not in seen and not _skipped(top):
+            seen.add(top)
+            tops.append((top, bool(rest)))
+    for name, is_dir in tops:
         as_canvas = not is_dir and bool(CANVAS.match(name))
         as_moodle = bool(MOODLE_FOLDER.match(name)) if is_dir else bool(MOODLE_FILE.match(name))
         if as_canvas and as_moodle:
@@ -547,17 +605,21 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
+    refused: list[tuple[str, str]] = []
     if source.is_file():
         extracted = _claim_staging(staging.parent / f".{staging.name}-extracted", source)
         if extracted.exists():
             shutil.rmtree(extracted)
-        problems += safe_extract(source, extracted, **limits)
+        problems += safe_extract(source, extracted, refused=refused, **limits)
         (extracted / STAGED_MARK).write_text("{}", encoding="utf-8")
         root = _unwrap(extracted)
+        inner = root.relative_to(extracted).as_posix()
+        if inner != ".":  # a zip of one folder: the members' names below it
+            refused = [(n[len(inner) + 1 :], w) for n, w in refused if n.startswith(inner + "/")]
     else:
         extracted = None
         root = _unwrap(source)
-    entries = find_entries(root, problems, strays)
+    entries = find_entries(root, problems, strays, refused)
     keys: dict[str, int] = {}
     uploads = []
     for entry in entries:
@@ -566,6 +628,14 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
         if n:
             entry.student = f"{entry.student}-{n + 1}"
         pick = choose(entry, assignment_stem)
+        if pick is None and entry.refused:
+            problems.append(
+                f"{entry.student}: {terminal(entry.file, 200)} refused ({terminal(entry.refused, 120)}): "
+                "graded unreadable"
+            )
+            (staging / entry.student).write_bytes(b"")
+            uploads.append(entry.student)
+            continue
         if pick is None:
             problems.append(f"{entry.student}: an empty folder")
             (staging / entry.student).write_bytes(b"")
