@@ -30,9 +30,32 @@ class SublayersOnlyBlock(TransformerBlock):
 
 
 class CacheOnlyLM(TinyDecoderLM):
-    """A TinyDecoderLM whose full forward is off: generation must go through forward_cached (ex-10-3)."""
+    """A TinyDecoderLM whose full forward is off: generation must go through forward_cached (ex-10-3).
+
+    With ``position_budget`` set (the prompt's length plus the tokens to
+    generate), it also counts the positions that go through the model and
+    refuses to run more than the whole sequence holds: a generation that
+    runs some position twice (the prompt again, or every token so far at
+    every step) does the work the cache is there to save.
+    """
+
+    def __init__(self, *args, position_budget: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.position_budget = position_budget
+        self.positions_run = 0
 
     def forward(self, *args, **kwargs):
         raise RuntimeError(
             "use the KV cache: call model.forward_cached(tokens, caches, offset), not model(tokens)"
         )
+
+    def forward_cached(self, tokens, caches, offset):
+        """TinyDecoderLM.forward_cached, counting the positions run against ``position_budget``."""
+        self.positions_run += tokens.shape[1]
+        if self.position_budget is not None and self.positions_run > self.position_budget:
+            raise RuntimeError(
+                f"{self.positions_run} positions went through the model for a sequence of "
+                f"{self.position_budget} (prompt and new tokens): some position ran more than once. "
+                "Each position runs once; after that its keys and values come from the cache"
+            )
+        return super().forward_cached(tokens, caches, offset)

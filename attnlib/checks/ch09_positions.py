@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from attnlib.checks._cases import cases
+from attnlib.checks.compare import compare_outputs
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.positions import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -94,8 +96,9 @@ register(
             "and shrinks with the column pair.",
             "build the angles as a (P, D/2) table by broadcasting a column of positions against a row of "
             "wavelengths, then fill the even columns and the odd columns from it.",
-            "angle[p, i] = p / 10000 ** (2 * i / d_model); "
-            "PE[:, 0::2] = sin(angle), PE[:, 1::2] = cos(angle).",
+            "the angle of position p in column pair i is p divided by 10000 to the power 2i / d_model; "
+            "the pair's even column holds its sine and the odd column its cosine, so two slice assignments "
+            "fill the whole table.",
         ),
         forbidden=_POSITIONS,
         rtol=1e-6,
@@ -178,7 +181,8 @@ register(
             "position.",
             "compute one angle per (position, pair) as an (L, E/2) table; take a = x[..., 0::2] and "
             "b = x[..., 1::2], rotate, and write the results back into the even and odd columns.",
-            "phi = p * 10000 ** (-2k / E); new_a = a cos(phi) - b sin(phi), new_b = a sin(phi) + b cos(phi).",
+            "each pair turns by its own angle, position times 10000 to the power -2k / E; the rotated pair "
+            "is (a cos - b sin, a sin + b cos) of that angle, written back into the same two columns.",
         ),
         forbidden=_POSITIONS,
         rtol=1e-6,
@@ -264,8 +268,9 @@ register(
             "not allowed at all.",
             "compute the distance i - j as an (L, L) table, multiply by one slope per head (broadcast to "
             "(num_heads, L, L)), then mask the keys after each query.",
-            "slope_r = 2 ** (-8 * (r + 1) / num_heads); "
-            "bias = -slope_r * (i - j) where j <= i, -inf elsewhere.",
+            "the slopes form a geometric sequence over the heads (the exercise's formula, with r counted "
+            "from 0); the bias is minus the slope times the distance on and below the diagonal, and "
+            "-inf above it (masked_fill or torch.where).",
         ),
         forbidden=_POSITIONS,
         rtol=1e-5,
@@ -324,6 +329,21 @@ def _halves_inputs(shape, first_position, seed, dtype=torch.float64):
     return make
 
 
+def _same_dtype(expected, got, exercise):
+    """compare_outputs after the dtype itself: ex-09-4's text asks for x's dtype, not only its kind."""
+    if isinstance(expected, np.ndarray) and isinstance(got, np.ndarray) and got.dtype != expected.dtype:
+        return False, (
+            f"expected a tensor of x's dtype ({expected.dtype}), got {got.dtype}: the dtype is not "
+            "kept (the text asks for the same shape and dtype as x)"
+        )
+    return compare_outputs(expected, got, exercise.rtol, exercise.atol)
+
+
+def _halves_in_float64(x, positions):
+    """The right rotation, returned in float64 whatever x's dtype: the dtype-not-kept mistake."""
+    return rope_halves(x.double(), positions)
+
+
 register(
     Exercise(
         id="ex-09-4",
@@ -338,6 +358,9 @@ register(
                 "float32 input, positions 0 .. 3, E = 6": _halves_inputs((4, 6), 0, 3, torch.float32),
                 "hidden: batch 3, positions 0 .. 39, E = 16": _halves_inputs((3, 40, 16), 0, 4),
                 "hidden: positions 100 .. 119, E = 8": _halves_inputs((2, 20, 8), 100, 5),
+                "hidden: float32 input, positions 3 .. 12, E = 8": _halves_inputs(
+                    (2, 10, 8), 3, 6, torch.float32
+                ),
             },
         ),
         misconceptions=[
@@ -371,17 +394,24 @@ register(
                 "pair k turns with theta_k = 10000^(-2k/E), as in exercise 09.2: with k running to E/2 - 1, "
                 "the exponent runs to almost 1.",
             ),
+            Misconception(
+                "the dtype is not kept (float64 returned for a float32 x)",
+                _halves_in_float64,
+                "the values are right, but the text asks for a tensor of x's dtype: compute in a finer "
+                "dtype if you like, and give the result back in x's.",
+            ),
         ],
         hints=(
             "it is the rotation of exercise 09.2; only the partner of feature k changes (now feature "
             "k + E/2), and each row's angle comes from its given position.",
             "take a = x[..., :E/2] and b = x[..., E/2:]; build the (L, E/2) angle table from "
             "`positions`, rotate, and join the two halves again with torch.cat.",
-            "phi[p, k] = positions[p] * 10000 ** (-2k / E); the first half becomes a cos(phi) - b sin(phi), "
-            "the second half a sin(phi) + b cos(phi).",
+            "the angle of row r and pair k is the row's entry in `positions` times 10000 to the power "
+            "-2k / E; rotate (first half, second half) by it as in exercise 09.2, in x's dtype.",
         ),
         forbidden=_POSITIONS,
         rtol=1e-5,
         atol=1e-5,
+        compare=_same_dtype,
     )
 )

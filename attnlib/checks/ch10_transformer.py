@@ -109,7 +109,7 @@ register(
             Misconception(
                 "the attention is not causal",
                 _not_causal,
-                "a decoder block must not look at later positions: pass is_causal=True to the attention.",
+                "a decoder block must not look at later positions: its self-attention must be causal.",
             ),
             Misconception(
                 "norm1 used for both sublayers",
@@ -128,7 +128,9 @@ register(
             "a block is two residual steps, one per sublayer, applied one after the other.",
             "in a pre-norm block each step normalises its input, applies the sublayer, and adds the result "
             "to the un-normalised stream.",
-            "x = x + attention(norm1(x)) with the causal mask, then x = x + feed_forward(norm2(x)).",
+            "first the attention step (causal self-attention of the stream normalised by norm1, added to "
+            "the stream), then the feed-forward step (norm2, feed_forward, added), which reads the stream "
+            "as the attention step left it.",
         ),
         rtol=1e-6,
         atol=1e-7,
@@ -210,7 +212,8 @@ register(
             Misconception(
                 "gradients are never reset (no zero_grad)",
                 _no_zero_grad,
-                "backward() adds to .grad: clear the old gradients before each backward pass.",
+                "backward() adds to .grad: gradients left from before (the check's models come with some) "
+                "or from the previous batch leak into this batch's step.",
             ),
             Misconception(
                 "the targets are not shifted (each position predicts itself)",
@@ -220,8 +223,8 @@ register(
             Misconception(
                 "the gradients are never applied (no step(), or zero_grad() between backward() and step())",
                 _no_step,
-                "computing gradients changes nothing by itself: the optimiser's step() applies them, so "
-                "the order is zero_grad(), backward(), step().",
+                "computing gradients changes nothing by itself: the optimiser has to apply them, once per "
+                "batch, after they were computed for that batch.",
             ),
         ],
         hints=(
@@ -256,7 +259,9 @@ def generate_cached(model: TinyDecoderLM, prompt: torch.Tensor, max_new_tokens: 
 
 def _gen_inputs(batch, prompt_len, new, seed, *, layers):
     def make():
-        model = CacheOnlyLM(d_model=16, num_heads=2, d_ff=32, num_layers=layers)
+        model = CacheOnlyLM(
+            d_model=16, num_heads=2, d_ff=32, num_layers=layers, position_budget=prompt_len + new
+        )
         _fill(model, seed, std=0.5).eval()
         g = torch.Generator().manual_seed(seed + 3)
         return model, torch.randint(0, 12, (batch, prompt_len), generator=g), new
@@ -290,6 +295,18 @@ def _generate_with_mistake(
             if offset is not None:
                 at = offset(P, tokens.shape[1] - P)
             logits = model.forward_cached(next_token, caches, offset=at)
+    return tokens
+
+
+@torch.no_grad()
+def _fresh_caches_prompt_never_run(model, prompt, max_new_tokens):
+    """New, empty caches at every step, each fed the last token only: the prompt never runs whole."""
+    B, P = prompt.shape
+    tokens = prompt
+    for _ in range(max_new_tokens):
+        caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+        logits = model.forward_cached(tokens[:, -1:], caches, offset=tokens.shape[1] - 1)
+        tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     return tokens
 
 
@@ -344,6 +361,12 @@ register(
                 _fresh_cache_each_step,
                 "the caches hold the keys and values of everything decoded so far: create them once, "
                 "before the loop, and pass the same ones at every step.",
+            ),
+            Misconception(
+                "a new, empty cache at every step, and the prompt never run (only its last token)",
+                _fresh_caches_prompt_never_run,
+                "the caches must hold the keys and values of the whole prompt before the first new token is "
+                "predicted: the prompt goes through the model once, into caches that the later steps reuse.",
             ),
             Misconception(
                 "the next token is read from the first position's logits",

@@ -152,3 +152,20 @@ def test_off_track_counts_a_model_that_reads_on_as_content():
     tokens = torch.cat([_sentence("abcde"), _sentence("abcc"), _sentence("abc")])
     # abcde: j = 1, 2 -> 2 prompts; abcc has a repeat and abc is too short: skipped
     assert tiny_lm.off_track(_Reader(), tokens) == (2, 0, 0)
+
+
+def test_cache_only_model_refuses_to_run_a_position_twice():
+    """ex-10-3's models count the positions they run: no more than the prompt and the new tokens."""
+    from attnlib.chapters.handouts import CacheOnlyLM
+
+    model = CacheOnlyLM(d_model=8, num_heads=2, d_ff=16, num_layers=1, position_budget=4).eval()
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    caches = [block.new_cache(1, 4) for block in model.blocks]
+    with torch.no_grad():
+        model.forward_cached(prompt, caches, 0)
+        model.forward_cached(prompt[:, :1], caches, 3)  # the fourth position: within the budget
+        assert model.positions_run == 4
+        with pytest.raises(RuntimeError, match="ran more than once"):
+            model.forward_cached(prompt[:, :1], [block.new_cache(1, 4) for block in model.blocks], 0)
+    with pytest.raises(RuntimeError, match="use the KV cache"):
+        model(prompt)

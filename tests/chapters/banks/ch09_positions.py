@@ -227,6 +227,26 @@ def halves_loop(x, positions):
     return out
 
 
+def halves_float64_for_any_input(x, positions):
+    """Right values, but always float64: the text asks for x's dtype."""
+    x = x.double()
+    E = x.shape[-1]
+    k = torch.arange(E // 2, dtype=torch.float64)
+    phi = positions.double()[:, None] * 10000.0 ** (-2 * k / E)
+    a, b = x[..., : E // 2], x[..., E // 2 :]
+    return torch.cat((a * phi.cos() - b * phi.sin(), a * phi.sin() + b * phi.cos()), dim=-1)
+
+
+def halves_float32_angles_kept_dtype(x, positions):
+    """Angles in float32, result in x's dtype: right to float32's precision."""
+    E = x.shape[-1]
+    inv = 1.0 / 10000 ** (torch.arange(0, E, 2, dtype=torch.float32) / E)
+    phi = positions.float()[:, None] * inv  # (L, E/2)
+    cos, sin = torch.cat((phi.cos(), phi.cos()), -1), torch.cat((phi.sin(), phi.sin()), -1)
+    rotated = torch.cat((-x[..., E // 2 :], x[..., : E // 2]), dim=-1)
+    return (x * cos.to(x.dtype) + rotated * sin.to(x.dtype)).to(x.dtype)
+
+
 WRONG = [
     Wrong("ex-09-1", table_cos_in_even_columns, "sine and cosine swapped"),
     Wrong("ex-09-1", table_exponent_i_over_d, "exponent i/d"),
@@ -245,6 +265,7 @@ WRONG = [
     Wrong("ex-09-4", halves_rotate_half_wrong_sign, "rotates the other way"),
     Wrong("ex-09-4", halves_repeat_interleave, "repeat_interleave"),
     Wrong("ex-09-4", halves_with_library, "not allowed"),
+    Wrong("ex-09-4", halves_float64_for_any_input, "dtype is not kept"),
 ]
 
 RIGHT = [
@@ -257,4 +278,5 @@ RIGHT = [
     Right("ex-09-4", halves_rotate_half),
     Right("ex-09-4", halves_complex),
     Right("ex-09-4", halves_loop),
+    Right("ex-09-4", halves_float32_angles_kept_dtype),
 ]

@@ -249,6 +249,47 @@ def read_on_first_sentence_length(tokens):
     return out & rows[None, :, None] & keys[None, None, :]
 
 
+def generate_rerun_everything(model, prompt, max_new_tokens):
+    """Fresh caches and the whole sequence at every step: right tokens, the cache's work redone."""
+    tokens = prompt
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            caches = [block.new_cache(tokens.shape[0], tokens.shape[1]) for block in model.blocks]
+            logits = model.forward_cached(tokens, caches, 0)
+            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+def generate_prompt_twice(model, prompt, max_new_tokens):
+    """Runs the prompt once to fill the caches and again to read its logits."""
+    B, P = prompt.shape
+    caches = [block.new_cache(B, 2 * P + max_new_tokens) for block in model.blocks]
+    with torch.no_grad():
+        model.forward_cached(prompt, caches, 0)
+        fresh = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+        logits = model.forward_cached(prompt, fresh, 0)
+        tokens = prompt
+        for step in range(max_new_tokens):
+            next_token = logits[:, -1].argmax(-1, keepdim=True)
+            tokens = torch.cat([tokens, next_token], dim=1)
+            if step + 1 < max_new_tokens:
+                logits = model.forward_cached(next_token, fresh, P + step)
+    return tokens
+
+
+def generate_last_token_too(model, prompt, max_new_tokens):
+    """Feeds the last new token as well (its logits unused): each position still runs once."""
+    B, P = prompt.shape
+    caches = [block.new_cache(B, P + max_new_tokens) for block in model.blocks]
+    with torch.no_grad():
+        logits = model.forward_cached(prompt, caches, 0)
+        out = [prompt]
+        for step in range(max_new_tokens):
+            out.append(logits[:, -1:].argmax(-1))
+            logits = model.forward_cached(out[-1], caches, P + step)
+    return torch.cat(out, dim=1)
+
+
 WRONG = [
     Wrong("ex-10-1", block_post_norm, "post-norm"),
     Wrong("ex-10-1", block_forgets_residual_of_ffn, "residual"),
@@ -261,6 +302,8 @@ WRONG = [
     Wrong("ex-10-3", generate_positions_restart, "position 0"),
     Wrong("ex-10-3", generate_new_caches, "empty cache"),
     Wrong("ex-10-3", generate_uncached, "use the KV cache"),
+    Wrong("ex-10-3", generate_rerun_everything, "ran more than once"),
+    Wrong("ex-10-3", generate_prompt_twice, "ran more than once"),
     Wrong("ex-10-4", read_on_same_letter, "matching letter itself"),
     Wrong("ex-10-4", read_on_every_earlier_position, "keys outside the first copy"),
     Wrong("ex-10-4", read_on_every_letter_row, "rows outside the second copy"),
@@ -273,6 +316,7 @@ RIGHT = [
     Right("ex-10-2", train_transpose_and_set_to_none),
     Right("ex-10-2", train_log_softmax_by_hand),
     Right("ex-10-3", generate_one_token_at_a_time_prompt),
+    Right("ex-10-3", generate_last_token_too),
     Right("ex-10-4", read_on_loops),
     Right("ex-10-4", read_on_one_hot),
 ]
