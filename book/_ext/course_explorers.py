@@ -88,6 +88,23 @@ def inline(text: str) -> str:
     return "".join(out)
 
 
+_SPOKEN = (
+    (r"\\times", " times "), (r"\\cdot", " dot "), (r"\\approx", " about "), (r"\\leftarrow", " becomes "),
+    (r"\\sum_\{?([^ }]*)\}?", r" sum over \1 "), (r"\\sqrt\{([^}]*)\}", r" square root of \1 "),
+    (r"\\(?:text|mathrm|operatorname)\{([^}]*)\}", r"\1"), (r"\\infty", "infinity"), (r"\\([a-zA-Z]+)", r"\1"),
+    (r"\^\{([^}]*)\}", r" to the \1 "), (r"\^([A-Za-z0-9])", r" to the \1"),
+    (r"_\{([^}]*)\}", r" \1"), (r"_([A-Za-z0-9])", r" \1"), (r"\\[,;!]", " "), (r"[{}$`\\]", ""),
+)
+
+
+def spoken_text(text: str) -> str:
+    """A question's option in words for a screen reader: the LaTeX of its math read out plainly."""
+    out = " ".join(str(text).split())
+    for pattern, repl in _SPOKEN:
+        out = re.sub(pattern, repl, out)
+    return " ".join(out.split())
+
+
 def explorer_html(item: dict, number: str, index: int) -> str:
     name = html.escape(item["explorer"])
     return (
@@ -118,9 +135,11 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
             key = "abcdefgh"[i]
             oid = f"q{qid}-{key}"
             correct = "true" if option.get("correct") else "false"
+            # an option written in math only has no text a screen reader's label can name: say it in words
+            spoken = f' aria-label="{html.escape(spoken_text(option["text"]))}"' if "$" in str(option["text"]) else ""
             parts.append(
                 f'<div class="course-option"><input type="radio" name="q{qid}" id="{oid}" value="{key}" '
-                f'data-correct="{correct}"><label for="{oid}">{inline(option["text"])}</label></div>'
+                f'data-correct="{correct}"{spoken}><label for="{oid}">{inline(option["text"])}</label></div>'
             )
             verdict = "Right." if option.get("correct") else "Not this one."
             explanations.append(

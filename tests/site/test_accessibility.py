@@ -131,3 +131,80 @@ def test_code_blocks_fit_the_column_at_a_laptop_width(browser, site):  # noqa: F
         total, wide = total + len(flags), wide + sum(flags)
     RESULTS["layout"]["_share_wider_than_column_1366"] = {"wide": wide, "total": total}
     assert total and wide / total < 0.05, f"{wide} of {total} code blocks are wider than the column"
+
+
+# --- the explorers, opened (book/_ext/course_explorers.py; tests/site/test_explorers.py checks their numbers)
+
+OPEN_EXPLORERS_JS = """
+const done = arguments[arguments.length - 1];
+const all = Array.from(document.querySelectorAll('details.course-explorer'));
+all.forEach(d => { d.open = true; });
+const ready = () => all.every(d => ['ready', 'error'].includes(d.querySelector('.course-explorer-body').dataset.state));
+const t0 = Date.now();
+(function wait() { if (ready() || Date.now() - t0 > 60000) done(all.map(d =>
+    [d.dataset.explorer, d.querySelector('.course-explorer-body').dataset.state])); else setTimeout(wait, 100); })();
+"""
+# every control of the open explorers and self-checks: its accessible name, and whether keyboard
+# focus draws a visible outline
+CONTROLS_JS = """
+const out = [];
+for (const el of document.querySelectorAll('.course-explorer input, .course-explorer select, .course-explorer button,'
+    + ' .course-explorer summary, .course-quiz input, .course-quiz button')) {
+  const id = el.id, label = id ? document.querySelector('label[for="' + id + '"]') : null;
+  const name = (el.getAttribute('aria-label') || (label && label.textContent) || el.textContent || '').trim();
+  el.focus();
+  const s = getComputedStyle(el);
+  out.push({tag: el.tagName.toLowerCase(), type: el.type || '', name: name,
+            focused: document.activeElement === el,
+            outline: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2});
+}
+return out;
+"""
+
+
+def _explorer_pages() -> list[str]:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from course_explorers import load_placements
+    finally:
+        sys.path.pop(0)
+    return sorted(f"book/{stem}" for stem in load_placements(ROOT))
+
+
+@pytest.mark.parametrize("entry", _explorer_pages())
+def test_open_explorers_are_accessible_operable_and_fit(entry, browser, site):  # noqa: F811
+    """Every explorer of the page opened: axe-core 0 serious/critical, every control named and
+    reachable by keyboard with a visible focus outline, nothing past the edge at 390 px."""
+    from selenium.webdriver.common.keys import Keys
+
+    base, _html = site
+    _open(browser, f"{base}{entry}.html", 1366)
+    browser.set_script_timeout(120)
+    states = browser.execute_async_script(OPEN_EXPLORERS_JS)
+    assert states and all(state == "ready" for _, state in states), f"{entry}: {states}"
+    browser.execute_script(_axe_source())
+    violations = browser.execute_async_script(AXE_RUN_JS)
+    RESULTS["axe"][f"{entry} (explorers open)"] = violations
+    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert not serious, f"{entry}, explorers open: serious or critical accessibility violations: {serious}"
+    # keyboard: Tab from the page's start reaches the first explorer's summary
+    browser.find_element("tag name", "body").send_keys(Keys.TAB)
+    controls = browser.execute_script(CONTROLS_JS)
+    unnamed = [c for c in controls if not c["name"]]
+    assert not unnamed, f"{entry}: controls without a name: {unnamed[:5]}"
+    unfocusable = [c for c in controls if not c["focused"] and c["type"] != "radio"]
+    assert not unfocusable, f"{entry}: controls that cannot take focus: {unfocusable[:5]}"
+    # :focus-visible applies to keyboard focus; programmatic focus after a key press counts as such
+    no_outline = [c for c in controls if not c["outline"] and c["type"] not in ("radio", "checkbox", "range", "file")]
+    assert not no_outline, f"{entry}: focused controls without a visible outline: {no_outline[:5]}"
+    _open(browser, f"{base}{entry}.html", 390)
+    browser.execute_async_script(OPEN_EXPLORERS_JS)
+    past_edge = browser.execute_script(PAST_THE_EDGE_JS)
+    PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.execute_script(
+        "const d = document.querySelector('details.course-explorer'); if (d) d.scrollIntoView({block: 'start'});"
+    )
+    (PHONE_SHOTS / f"{_slug(entry)}--explorer.png").write_bytes(browser.get_screenshot_as_png())
+    assert not past_edge, f"{entry}, explorers open: at 390 px these reach past the screen: {past_edge}"

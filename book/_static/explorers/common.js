@@ -97,8 +97,9 @@
         var td = C.el("td", { "data-value": String(v), "data-row": i, "data-col": j, text: C.fmt(v, o.digits) });
         if (o.shade) {
           var a = Math.max(0, Math.min(1, o.shade(v, i, j)));
-          td.style.background = "rgba(31, 119, 180," + (0.85 * a).toFixed(3) + ")";
-          if (a > 0.55) td.style.color = "#fff";
+          var bg = C.shadeColor(a);
+          td.style.background = "rgb(" + bg.join(",") + ")";
+          td.style.color = C.textOn(bg); /* black or white, whichever contrasts more (at least 4.5:1) */
         }
         tr.appendChild(td);
       });
@@ -107,6 +108,19 @@
     table.appendChild(tbody);
     wrap.appendChild(table);
     return wrap;
+  };
+
+  /* The course's blue (#0b5394) at strength a in [0, 1] over white. */
+  C.shadeColor = function (a) {
+    return [11, 83, 148].map(function (c) { return Math.round(255 + (c - 255) * 0.9 * a); });
+  };
+  function luminance(rgb) {
+    var l = rgb.map(function (c) { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); });
+    return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2];
+  }
+  C.textOn = function (rgb) {
+    var L = luminance(rgb);
+    return (1.05 / (L + 0.05)) > ((L + 0.05) / 0.05) ? "#fff" : "#000";
   };
 
   C.replace = function (holder, node) {
