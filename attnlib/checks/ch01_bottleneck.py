@@ -407,6 +407,18 @@ def _zero_grad_once(model, optimizer, batches):
     return torch.stack(losses)
 
 
+def _zero_grad_after_step(model, optimizer, batches):
+    """The gradients are cleared after each step: the first step still uses the leftover ones."""
+    losses = []
+    for src, tgt in batches:
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+        logits = model(src, tgt_in)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+        losses.append(optimiser_step(optimizer, loss, zero_grad=False))
+        optimizer.zero_grad()
+    return torch.stack(losses)
+
+
 def _predict_the_input(model, optimizer, batches):
     """Targets misaligned: the loss asks position t to predict its own input token."""
     losses = []
@@ -483,6 +495,12 @@ register(
                 _zero_grad_once,
                 "every backward() adds to .grad, this step's gradients to the last step's: clear "
                 "them before every backward(), not once for the whole loop.",
+            ),
+            Misconception(
+                "gradients zeroed after the step: the leftover gradients leak into the first step",
+                _zero_grad_after_step,
+                "the model may arrive with gradients from an earlier cell: clear them before each "
+                "backward(), so that the first step's update holds only its own gradients.",
             ),
             Misconception(
                 "optimizer.step missing: the parameters never change",

@@ -288,7 +288,7 @@ NAMED = {
     "gdl_bos_every_step": "BOS fed at every step",
     "gdl_bos_in_output": None,
     "tss_no_zero_grad": "gradients never zeroed",
-    "tss_zero_grad_after_step": None,
+    "tss_zero_grad_after_step": "gradients zeroed after the step",
     "tss_pad_in_loss": "PAD positions counted in the loss",
     "tss_no_shift": "decoder input not shifted right",
     "tss_loss_after_step": "loss recomputed after the step",
