@@ -320,3 +320,77 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+# --- the explorers and self-checks (book/_ext/course_explorers.py) -------------------------------
+#
+# Measured with main() above on the same checkout built without and with them (execution off,
+# 2026-11-27): a chapter page's first visit grew by 22-31 kB (6-8 kB gzipped), 2 requests
+# (loader.js, explorers.css), and every other page by 5 kB (the theme's searchindex.js, which now
+# indexes the questions). Of that, loader.js + explorers.css + the questions' and closed
+# explorers' HTML were 16.7-22.1 kB per chapter page; opening every explorer of a page added
+# 10-13 kB (chapter 10: 395 kB, its model). The budgets below hold the first visit to that: the
+# explorers' code and chapter 10's model load only when the reader opens an explorer.
+MAX_EXPLORER_FIRST_VISIT_BYTES = 32_000  # loader.js + explorers.css + the questions' and explorers' HTML
+MAX_OPENED_EXPLORERS_BYTES = 480_000  # what opening every explorer of a page adds (ch10: its 375 kB model)
+LAZY_FILES = ("common.js", "ch03.js", "ch04.js", "ch05.js", "ch06.js", "ch08.js", "ch09.js", "ch10.js", "ch10-copy.json")
+EXPLORER_RESOURCES_JS = """
+return performance.getEntriesByType('resource')
+  .filter(e => e.name.includes('/_static/explorers/'))
+  .map(e => [e.name.split('/').pop().split('?')[0], e.encodedBodySize || e.transferSize || 0]);
+"""
+
+
+def explorer_html_bytes(page: Path) -> int:
+    """Bytes of the page's HTML that course_explorers wrote: its questions and closed explorers."""
+    text = page.read_text(encoding="utf-8")
+    parts = re.findall(r'<section class="course-quiz".*?</section>', text, flags=re.S)
+    parts += re.findall(r'<details class="course-explorer".*?</details>', text, flags=re.S)
+    return sum(len(part.encode("utf-8")) for part in parts)
+OPEN_ALL_JS = """
+const done = arguments[arguments.length - 1];
+const all = Array.from(document.querySelectorAll('details.course-explorer'));
+all.forEach(d => { d.open = true; });
+const t0 = Date.now();
+(function wait() {
+  if (all.every(d => d.querySelector('.course-explorer-body').dataset.state === 'ready') || Date.now() - t0 > 60000)
+    done(all.length); else setTimeout(wait, 100); })();
+"""
+
+
+def _chapter_entries() -> list[str]:
+    return [e for e in PAGES if re.match(r"^book/\d\d-", e) and not e.startswith("book/00-")]
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("entry", _chapter_entries())
+def test_explorers_load_only_when_opened_within_budget(entry, browser, site):  # noqa: F811
+    base_url, html = site
+    measure_page(browser, base_url, html, entry)  # a first visit, empty cache
+    first = dict(browser.execute_script(EXPLORER_RESOURCES_JS))
+    page_html = explorer_html_bytes(html / f"{entry}.html")
+    lazy = sorted(set(first) & set(LAZY_FILES))
+    assert not lazy, f"{entry}: loads {lazy} before the reader opens an explorer"
+    if not page_html:
+        return  # a chapter without explorer or questions
+    assert set(first) == {"loader.js", "explorers.css"}, first
+    first_visit = sum(first.values()) + page_html
+    RESULTS_EXPLORERS[entry] = {"first_visit_bytes": first_visit, "files": first, "html": page_html}
+    assert first_visit <= MAX_EXPLORER_FIRST_VISIT_BYTES, f"{entry}: {first_visit} bytes for the explorers ({first})"
+    browser.set_script_timeout(90)
+    if browser.execute_async_script(OPEN_ALL_JS):
+        opened = dict(browser.execute_script(EXPLORER_RESOURCES_JS))
+        added = sum(v for k, v in opened.items() if k not in first)
+        RESULTS_EXPLORERS[entry]["opened_bytes"] = added
+        assert added <= MAX_OPENED_EXPLORERS_BYTES, f"{entry}: opening its explorers loads {added} bytes"
+
+
+RESULTS_EXPLORERS: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_explorer_weights():
+    yield
+    if RESULTS_EXPLORERS:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "explorer-weight.json").write_text(json.dumps(RESULTS_EXPLORERS, indent=1), encoding="utf-8")
