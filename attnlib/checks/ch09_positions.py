@@ -334,14 +334,10 @@ def _same_dtype(expected, got, exercise):
     if isinstance(expected, np.ndarray) and isinstance(got, np.ndarray) and got.dtype != expected.dtype:
         return False, (
             f"expected a tensor of x's dtype ({expected.dtype}), got {got.dtype}: the dtype is not "
-            "kept (the text asks for the same shape and dtype as x)"
+            "kept (the text asks for the same shape and dtype as x; compute in a finer dtype if you "
+            "like, and give the result back in x's)"
         )
     return compare_outputs(expected, got, exercise.rtol, exercise.atol)
-
-
-def _halves_in_float64(x, positions):
-    """The right rotation, returned in float64 whatever x's dtype: the dtype-not-kept mistake."""
-    return rope_halves(x.double(), positions)
 
 
 register(
@@ -393,12 +389,6 @@ register(
                 _rope_halves_with(freq_exp=1.0),
                 "pair k turns with theta_k = 10000^(-2k/E), as in exercise 09.2: with k running to E/2 - 1, "
                 "the exponent runs to almost 1.",
-            ),
-            Misconception(
-                "the dtype is not kept (float64 returned for a float32 x)",
-                _halves_in_float64,
-                "the values are right, but the text asks for a tensor of x's dtype: compute in a finer "
-                "dtype if you like, and give the result back in x's.",
             ),
         ],
         hints=(
