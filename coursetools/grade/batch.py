@@ -359,13 +359,18 @@ class _Gradebook:
             report.write_gradebook(self.out, scores.build(self.info, self.records, self.sources))
             self._written = time.monotonic()
 
+    def final(self, record: Record) -> scores.Grade:
+        """``record``'s final grade (overrides, written answers, late policy applied)."""
+        info = replace(self.info, students=[record.student])
+        return scores.build(info, {record.student: record}, self.sources).grades[0]
+
     def finished(self, record: Record) -> None:
         """One more submission graded (called from a job thread)."""
         with self.lock:
             self.put(record)
             self.write_csv(every=GRADEBOOK_EVERY)
             if self.progress is not None:
-                self.progress.update(record)
+                self.progress.update(record, grade=self.final(record))
 
 
 def _kept_or_pending(
@@ -409,8 +414,10 @@ def _grade_one(
             session.readers[slot],
         )
         if record.status is not Status.INTERRUPTED:
-            graded = scores.build(book.info, {sub.student: record}, book.sources)
-            publish.write_learner(book.out, graded.by_student()[sub.student], graded)
+            graded = scores.build(
+                replace(book.info, students=[sub.student]), {sub.student: record}, book.sources
+            )
+            publish.write_learner(book.out, graded.grades[0], graded)
             report.write_record(book.out, record)
     except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
         record = report.pending_record(sub.student, str(sub.path), assignment.points)
@@ -483,7 +490,8 @@ def grade(
     if not quiet:
         for sub in subs:
             if sub not in todo:
-                progress.update(book.records[sub.student], skipped=True)
+                kept = book.records[sub.student]
+                progress.update(kept, skipped=True, grade=book.final(kept))
 
     given = settings if settings is not None else Settings(out=out)
     with GradingSession(given, submissions, out, jobs, len(todo), zygotes) as session:

@@ -135,10 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the grader's output folder")
     parser.add_argument("--overrides", type=Path, default=None, help="default: OUT/overrides.csv")
     args = parser.parse_args(argv)
-    problems = apply(args.out, args.overrides)
-    for problem in problems:
+    from coursetools.grade.publish import publish
+    from coursetools.grade.record import AdjustmentKind
+    from coursetools.grade.scores import describe
+
+    final = publish(Path(args.out), overrides_csv=args.overrides)
+    applied = [
+        (grade.student, adjustment)
+        for grade in final.grades
+        for adjustment in grade.adjustments
+        if adjustment.kind is AdjustmentKind.OVERRIDE
+    ]
+    for student, adjustment in applied:
+        print(f"applied: {terminal(student)} {terminal(describe(adjustment))}")
+    plural = "" if len(applied) == 1 else "s"
+    print(f"{len(applied)} override{plural} applied; {len(final.problems)} problem(s) below")
+    for problem in final.problems:
         print(f"overrides: {terminal(problem)}")
-    return 1 if problems else 0
+    return 1 if final.problems else 0
 
 
 if __name__ == "__main__":

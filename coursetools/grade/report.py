@@ -387,18 +387,23 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.start = time.monotonic()
 
-    def update(self, record: Record, skipped: bool = False) -> None:
+    def update(self, record: Record, skipped: bool = False, grade=None) -> None:
+        """One more submission; ``grade`` (its :class:`~coursetools.grade.scores.Grade`) gives the
+        final total out of every item's points, as grades.csv and the feedback show it (the
+        automatic total beside it when they differ: written answers, overrides, a late penalty)."""
         self.done += 1
         elapsed = time.monotonic() - self.start
         width = 24
         filled = int(width * self.done / max(self.total, 1))
         bar = "#" * filled + "-" * (width - filled)
-        score = number(record.total) or "-"
         what = "kept (already graded)" if skipped else record.status.value
-        line = (
-            f"[{bar}] {self.done}/{self.total} {elapsed:5.1f}s  "
-            f"{terminal(record.student)}: {what} {score}/{number(record.max)}"
-        )
+        if grade is not None:
+            score = f"{number(grade.total) or '-'}/{number(grade.max)}"
+            if (grade.total, grade.max) != (record.total, record.max):
+                score += f" (automatic {number(record.total) or '-'}/{number(record.max)})"
+        else:
+            score = f"{number(record.total) or '-'}/{number(record.max)}"
+        line = f"[{bar}] {self.done}/{self.total} {elapsed:5.1f}s  {terminal(record.student)}: {what} {score}"
         if self.tty:
             self.stream.write("\r\x1b[K" + line[:160])
             if self.done == self.total:

@@ -104,7 +104,7 @@ class Grade:
         is not (a written answer not graded yet, an exercise not judged)."""
         status = self.status
         if self.total is None and status is Status.GRADED:
-            return f"{status.value} (ran to the end; the automatic scores are final, the total is not yet)"
+            return f"{status.value} (ran to the end; the total is not final yet: a part is left to grade)"
         return f"{status.value} ({status.meaning})"
 
     def describe_adjustments(self) -> str:
