@@ -269,7 +269,7 @@ def quiz_cells(stem: str, with_ids: bool = True) -> list:
     ]
     source = "\n".join(
         [
-            "# Your answers: a letter (\"a\", \"b\", ...) or a number; run the cell to check them.",
+            '# Your answers: a letter ("a", "b", ...) or a number; run the cell to check them.',
             "from attnlib.checks.quiz import check_quiz",
             "",
             "quiz_answers = {",

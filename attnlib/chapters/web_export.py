@@ -75,18 +75,25 @@ def model_to_dict(model: tiny_lm.TinyDecoderLM, name: str = "") -> dict:
     other than the copy language's).
     """
     if not isinstance(model, tiny_lm.TinyDecoderLM):
-        raise TypeError(f"export_model: model must be an attnlib.chapters.tiny_lm.TinyDecoderLM, got {type(model)}")
+        raise TypeError(
+            f"export_model: model must be an attnlib.chapters.tiny_lm.TinyDecoderLM, got {type(model)}"
+        )
     config = _config(model)
     for i, block in enumerate(model.blocks):
         if block.activation != "relu":
-            raise ValueError(f"export_model: model.blocks[{i}] uses {block.activation!r}; the page runs relu only")
+            raise ValueError(
+                f"export_model: model.blocks[{i}] uses {block.activation!r}; the page runs relu only"
+            )
         if block.attn.q_proj.bias is None:
-            raise ValueError(f"export_model: model.blocks[{i}] has projections without bias; the page needs them")
+            raise ValueError(
+                f"export_model: model.blocks[{i}] has projections without bias; the page needs them"
+            )
         if {k: v for k, v in _config_of_block(block).items()} != _config_of_block(model.blocks[0]):
             raise ValueError(f"export_model: model.blocks[{i}] differs from model.blocks[0] in its switches")
     if config["vocab_size"] != tiny_lm.COPY_VOCAB_SIZE:
         raise ValueError(
-            f"export_model: model has {config['vocab_size']} tokens; the copy language has {tiny_lm.COPY_VOCAB_SIZE}"
+            f"export_model: model has {config['vocab_size']} tokens; "
+            f"the copy language has {tiny_lm.COPY_VOCAB_SIZE}"
         )
     tensors = {}
     for key, value in model.state_dict().items():
@@ -161,7 +168,9 @@ def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.Tiny
 
 
 @torch.no_grad()
-def forward_with_attention(model: tiny_lm.TinyDecoderLM, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def forward_with_attention(
+    model: tiny_lm.TinyDecoderLM, tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (B, L, V) and every head's causal attention weights (layers, B, h, L, L) for ``tokens`` (B, L).
 
     What the chapter-10 page shows; the logits equal ``model(tokens)``.
@@ -187,5 +196,7 @@ def export_chapter_model(path: str | Path) -> Path:
         torch.set_num_threads(threads)
     accuracy = tiny_lm.copy_accuracy(model, tiny_lm.test_set())
     if not math.isfinite(accuracy) or accuracy <= 0.9:
-        raise RuntimeError(f"export_chapter_model: expected the chapter's accuracy above 0.9, got {accuracy:.3f}")
+        raise RuntimeError(
+            f"export_chapter_model: expected the chapter's accuracy above 0.9, got {accuracy:.3f}"
+        )
     return export_model(model, path, name="chapter 10's model (seed 0, 500 steps)")

@@ -1,4 +1,4 @@
-"""Concept questions (self-checks) in the exercise notebooks: checked for the learner, counted for the instructor.
+"""Concept questions (self-checks) in the exercise notebooks: checked for learners, counted for instructors.
 
 One source per chapter, ``book/_quizzes/chNN.yml``, feeds the website (book/_ext/course_explorers.py
 draws the questions in the chapter's page) and the exercise notebook (coursetools/assign.py appends
@@ -112,7 +112,9 @@ def _grade_one(q: dict, given) -> QuestionResult:
     if q["kind"] == "choice":
         letters = LETTERS[: len(q["options"])]
         if not isinstance(given, str) or given.strip().lower() not in letters:
-            return QuestionResult(qid, "invalid", given, f"answer with one of the letters {', '.join(letters)}", section)
+            return QuestionResult(
+                qid, "invalid", given, f"answer with one of the letters {', '.join(letters)}", section
+            )
         option = q["options"][letters.index(given.strip().lower())]
         status = "right" if option.get("correct") else "wrong"
         return QuestionResult(qid, status, given, _plain(option["why"]), section)
@@ -133,11 +135,17 @@ def grade_quiz(chapter, answers: dict, quiz: dict | None = None) -> QuizResult:
     chapter = _chapter(chapter)
     quiz = quiz or load_quiz(chapter)
     if not isinstance(answers, dict):
-        raise TypeError(f"check_quiz: answers must be a dict such as {answer_template(quiz)}, got {type(answers).__name__}")
+        raise TypeError(
+            f"check_quiz: answers must be a dict such as {answer_template(quiz)}, "
+            f"got {type(answers).__name__}"
+        )
     known = answer_template(quiz)
     unknown = sorted(str(k) for k in answers if str(k) not in known)
     if unknown:
-        raise ValueError(f"check_quiz: no question {', '.join(unknown)} in chapter {chapter}; the questions are {list(known)}")
+        raise ValueError(
+            f"check_quiz: no question {', '.join(unknown)} in chapter {chapter}; "
+            f"the questions are {list(known)}"
+        )
     given = {str(k): v for k, v in answers.items()}
     return QuizResult(chapter, [_grade_one(q, given.get(str(q["id"]))) for q in quiz["questions"]])
 
@@ -149,7 +157,12 @@ def check_quiz(chapter, answers: dict) -> QuizResult:
     except QuizUnavailable as exc:
         print(f"The self-check cannot be checked here: {exc}")
         return QuizResult(_chapter(chapter), review=str(exc))
-    marks = {"right": "right", "wrong": "not this one", "unanswered": "not answered", "invalid": "cannot read"}
+    marks = {
+        "right": "right",
+        "wrong": "not this one",
+        "unanswered": "not answered",
+        "invalid": "cannot read",
+    }
     for q in result.questions:
         line = f"Question {q.id}: {marks[q.status]}."
         if q.status in ("right", "wrong", "invalid"):
@@ -168,7 +181,8 @@ def _quiz_cells(nb: dict) -> list[dict]:
     return [
         c
         for c in nb.get("cells", [])
-        if c.get("cell_type") == "code" and isinstance(c.get("metadata", {}).get("attnlib"), dict)
+        if c.get("cell_type") == "code"
+        and isinstance(c.get("metadata", {}).get("attnlib"), dict)
         and "quiz" in c["metadata"]["attnlib"]
     ]
 
@@ -226,7 +240,14 @@ def count_notebooks(paths, quiz_dir: Path | None = None) -> list[dict]:
     rows = []
     for path in paths:
         chapter, answers, review = answers_from_notebook(path)
-        row = {"notebook": str(path), "chapter": chapter, "correct": 0, "total": 0, "answered": 0, "review": review}
+        row = {
+            "notebook": str(path),
+            "chapter": chapter,
+            "correct": 0,
+            "total": 0,
+            "answered": 0,
+            "review": review,
+        }
         if not review:
             try:
                 result = grade_quiz(chapter, answers, load_quiz(chapter, quiz_dir))
@@ -242,7 +263,9 @@ def main(argv: list[str]) -> int:
     import csv
 
     rows = count_notebooks(argv)
-    writer = csv.DictWriter(sys.stdout, fieldnames=["notebook", "chapter", "correct", "total", "answered", "review"])
+    writer = csv.DictWriter(
+        sys.stdout, fieldnames=["notebook", "chapter", "correct", "total", "answered", "review"]
+    )
     writer.writeheader()
     writer.writerows(rows)
     return 0

@@ -89,11 +89,21 @@ def inline(text: str) -> str:
 
 
 _SPOKEN = (
-    (r"\\times", " times "), (r"\\cdot", " dot "), (r"\\approx", " about "), (r"\\leftarrow", " becomes "),
-    (r"\\sum_\{?([^ }]*)\}?", r" sum over \1 "), (r"\\sqrt\{([^}]*)\}", r" square root of \1 "),
-    (r"\\(?:text|mathrm|operatorname)\{([^}]*)\}", r"\1"), (r"\\infty", "infinity"), (r"\\([a-zA-Z]+)", r"\1"),
-    (r"\^\{([^}]*)\}", r" to the \1 "), (r"\^([A-Za-z0-9])", r" to the \1"),
-    (r"_\{([^}]*)\}", r" \1"), (r"_([A-Za-z0-9])", r" \1"), (r"\\[,;!]", " "), (r"[{}$`\\]", ""),
+    (r"\\times", " times "),
+    (r"\\cdot", " dot "),
+    (r"\\approx", " about "),
+    (r"\\leftarrow", " becomes "),
+    (r"\\sum_\{?([^ }]*)\}?", r" sum over \1 "),
+    (r"\\sqrt\{([^}]*)\}", r" square root of \1 "),
+    (r"\\(?:text|mathrm|operatorname)\{([^}]*)\}", r"\1"),
+    (r"\\infty", "infinity"),
+    (r"\\([a-zA-Z]+)", r"\1"),
+    (r"\^\{([^}]*)\}", r" to the \1 "),
+    (r"\^([A-Za-z0-9])", r" to the \1"),
+    (r"_\{([^}]*)\}", r" \1"),
+    (r"_([A-Za-z0-9])", r" \1"),
+    (r"\\[,;!]", " "),
+    (r"[{}$`\\]", ""),
 )
 
 
@@ -112,7 +122,7 @@ def explorer_html(item: dict, number: str, index: int) -> str:
         f'<summary><span class="course-explorer-label">Try it</span> {inline(item["title"])}</summary>'
         f'<div class="course-explorer-body" data-state="closed">'
         f"<p>{inline(item['describes'])}</p>"
-        '<noscript><p>This explorer needs JavaScript; the figures and code above show the same '
+        "<noscript><p>This explorer needs JavaScript; the figures and code above show the same "
         "computation.</p></noscript>"
         "</div></details>"
     )
@@ -127,7 +137,8 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
         f'<form class="course-question" id="question-{qid}" data-question="{qid}" '
         f'data-kind="{q["kind"]}" onsubmit="return false">'
     ]
-    legend = f'<legend><span class="course-qnum">Question {html.escape(str(q["id"]))}.</span> {inline(q["prompt"])}</legend>'
+    number_html = f'<span class="course-qnum">Question {html.escape(str(q["id"]))}.</span>'
+    legend = f"<legend>{number_html} {inline(q['prompt'])}</legend>"
     explanations = []
     if q["kind"] == "choice":
         parts.append(f"<fieldset>{legend}")
@@ -136,7 +147,11 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
             oid = f"q{qid}-{key}"
             correct = "true" if option.get("correct") else "false"
             # an option written in math only has no text a screen reader's label can name: say it in words
-            spoken = f' aria-label="{html.escape(spoken_text(option["text"]))}"' if "$" in str(option["text"]) else ""
+            spoken = (
+                f' aria-label="{html.escape(spoken_text(option["text"]))}"'
+                if "$" in str(option["text"])
+                else ""
+            )
             parts.append(
                 f'<div class="course-option"><input type="radio" name="q{qid}" id="{oid}" value="{key}" '
                 f'data-correct="{correct}"{spoken}><label for="{oid}">{inline(option["text"])}</label></div>'
@@ -159,7 +174,8 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
         )
         parts.append("</fieldset>")
         explanations.append(
-            f'<li class="course-why" data-option="right" data-correct="true"><strong>{html.escape(str(answer))}: '
+            '<li class="course-why" data-option="right" data-correct="true">'
+            f"<strong>{html.escape(str(answer))}: "
             f"right.</strong> {inline(q['why'])}<template>{inline(q['why'])}</template></li>"
         )
         for mistake in q.get("mistakes", []):
@@ -170,7 +186,8 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
             )
         other = inline(q.get("other", "work it out again from the section this question links to."))
         explanations.append(
-            '<li class="course-why" data-option="other" data-correct="false"><strong>Another number:</strong> '
+            '<li class="course-why" data-option="other" data-correct="false">'
+            "<strong>Another number:</strong> "
             f"{other}<template>{other}</template></li>"
         )
     parts.append(
@@ -178,7 +195,7 @@ def question_html(number: str, q: dict, sections: dict[str, str]) -> str:
         f"{back}</div>"
         '<p class="course-feedback" role="status" aria-live="polite"></p>'
         '<details class="course-answer"><summary>Answer and explanations</summary>'
-        f'<ul>{"".join(explanations)}</ul></details>'
+        f"<ul>{''.join(explanations)}</ul></details>"
         "</form>"
     )
     return "".join(parts)
@@ -216,7 +233,9 @@ def _title_html(title) -> str:
     out = []
     for child in title.children:
         if isinstance(child, nodes.math):
-            out.append(f'<span class="math notranslate nohighlight">\\({html.escape(child.astext())}\\)</span>')
+            out.append(
+                f'<span class="math notranslate nohighlight">\\({html.escape(child.astext())}\\)</span>'
+            )
         else:
             out.append(html.escape(child.astext()))
     return "".join(out)

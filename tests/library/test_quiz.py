@@ -125,15 +125,28 @@ def test_the_instructor_counts_the_answers_without_running_them(tmp_path):
     chapter, answers, review = q.answers_from_notebook(path)
     assert (chapter, review) == ("05", "") and answers["2"] == 6
     [row] = q.count_notebooks([path])
-    assert row == {"notebook": str(path), "chapter": "05", "correct": 3, "total": 4, "answered": 4, "review": ""}
+    assert row == {
+        "notebook": str(path),
+        "chapter": "05",
+        "correct": 3,
+        "total": 4,
+        "answered": 4,
+        "review": "",
+    }
 
 
 @pytest.mark.parametrize(
     "change, reason",
     [
-        (lambda s: s.replace('"1": None', '"1": __import__("os").getcwd()'), "other than letters and numbers"),
+        (
+            lambda s: s.replace('"1": None', '"1": __import__("os").getcwd()'),
+            "other than letters and numbers",
+        ),
         (lambda s: s + '\nquiz_answers["1"] = "a"', "exactly one assignment"),
-        (lambda s: s.replace("quiz_answers = {", "quiz_answers = dict({").replace("\n}\n", "\n})\n"), "not a plain dict"),
+        (
+            lambda s: s.replace("quiz_answers = {", "quiz_answers = dict({").replace("\n}\n", "\n})\n"),
+            "not a plain dict",
+        ),
         (lambda s: s.replace('"2": None', '"1": None'), "once, as a string"),
         (lambda s: s + "\n(", "does not parse"),
         (lambda s: s.replace('"1": None', "1: None"), "once, as a string"),

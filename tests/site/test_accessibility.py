@@ -139,17 +139,19 @@ OPEN_EXPLORERS_JS = """
 const done = arguments[arguments.length - 1];
 const all = Array.from(document.querySelectorAll('details.course-explorer'));
 all.forEach(d => { d.open = true; });
-const ready = () => all.every(d => ['ready', 'error'].includes(d.querySelector('.course-explorer-body').dataset.state));
+const state = d => d.querySelector('.course-explorer-body').dataset.state;
+const ready = () => all.every(d => ['ready', 'error'].includes(state(d)));
 const t0 = Date.now();
-(function wait() { if (ready() || Date.now() - t0 > 60000) done(all.map(d =>
-    [d.dataset.explorer, d.querySelector('.course-explorer-body').dataset.state])); else setTimeout(wait, 100); })();
+(function wait() {
+  if (ready() || Date.now() - t0 > 60000) done(all.map(d => [d.dataset.explorer, state(d)]));
+  else setTimeout(wait, 100); })();
 """
 # every control of the open explorers and self-checks: its accessible name, and whether keyboard
 # focus draws a visible outline
 CONTROLS_JS = """
 const out = [];
-for (const el of document.querySelectorAll('.course-explorer input, .course-explorer select, .course-explorer button,'
-    + ' .course-explorer summary, .course-quiz input, .course-quiz button')) {
+for (const el of document.querySelectorAll('.course-explorer input, .course-explorer select,'
+    + ' .course-explorer button, .course-explorer summary, .course-quiz input, .course-quiz button')) {
   const id = el.id, label = id ? document.querySelector('label[for="' + id + '"]') : null;
   const name = (el.getAttribute('aria-label') || (label && label.textContent) || el.textContent || '').trim();
   el.focus();
@@ -197,14 +199,17 @@ def test_open_explorers_are_accessible_operable_and_fit(entry, browser, site):  
     unfocusable = [c for c in controls if not c["focused"] and c["type"] != "radio"]
     assert not unfocusable, f"{entry}: controls that cannot take focus: {unfocusable[:5]}"
     # :focus-visible applies to keyboard focus; programmatic focus after a key press counts as such
-    no_outline = [c for c in controls if not c["outline"] and c["type"] not in ("radio", "checkbox", "range", "file")]
+    no_outline = [
+        c for c in controls if not c["outline"] and c["type"] not in ("radio", "checkbox", "range", "file")
+    ]
     assert not no_outline, f"{entry}: focused controls without a visible outline: {no_outline[:5]}"
     _open(browser, f"{base}{entry}.html", 390)
     browser.execute_async_script(OPEN_EXPLORERS_JS)
     past_edge = browser.execute_script(PAST_THE_EDGE_JS)
     PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
     browser.execute_script(
-        "const d = document.querySelector('details.course-explorer'); if (d) d.scrollIntoView({block: 'start'});"
+        "const d = document.querySelector('details.course-explorer');"
+        "if (d) d.scrollIntoView({block: 'start'});"
     )
     (PHONE_SHOTS / f"{_slug(entry)}--explorer.png").write_bytes(browser.get_screenshot_as_png())
     assert not past_edge, f"{entry}, explorers open: at 390 px these reach past the screen: {past_edge}"

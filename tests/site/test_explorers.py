@@ -132,7 +132,8 @@ def table(driver, root, name) -> np.ndarray:
     rows = driver.execute_script(
         """const t = arguments[0].querySelector('table[data-name="' + arguments[1] + '"]');
         if (!t) return null;
-        return Array.from(t.tBodies[0].rows).map(r => Array.from(r.querySelectorAll('td')).map(td => td.dataset.value));""",
+        return Array.from(t.tBodies[0].rows)
+          .map(r => Array.from(r.querySelectorAll('td')).map(td => td.dataset.value));""",
         root,
         name,
     )
@@ -146,7 +147,8 @@ def inputs(driver, root) -> dict:
 
 def live_text(driver, root) -> str:
     return driver.execute_script(
-        "return Array.from(arguments[0].querySelectorAll('.ce-live')).map(p => p.textContent).join(' | ');", root
+        "return Array.from(arguments[0].querySelectorAll('.ce-live')).map(p => p.textContent).join(' | ');",
+        root,
     )
 
 
@@ -154,7 +156,9 @@ def assert_course(page, ref64, ref32=None, what="", rtol32=F32_RTOL):
     """The page's numbers equal attnlib's: float64 to 1e-9, float32 to rtol32 (NaN where NaN)."""
     page = np.asarray(page, dtype=np.float64)
     ref64 = np.asarray(torch.as_tensor(ref64).double(), dtype=np.float64).reshape(page.shape)
-    np.testing.assert_allclose(page, ref64, rtol=1e-9, atol=1e-12, equal_nan=True, err_msg=f"{what} (float64)")
+    np.testing.assert_allclose(
+        page, ref64, rtol=1e-9, atol=1e-12, equal_nan=True, err_msg=f"{what} (float64)"
+    )
     if ref32 is not None:
         ref32 = np.asarray(torch.as_tensor(ref32).double(), dtype=np.float64).reshape(page.shape)
         finite = np.isfinite(ref32)
@@ -184,7 +188,9 @@ def check_ch03(driver, base):
     from selenium.webdriver.common.keys import Keys
 
     open_page(driver, base, "03")
-    assert not {"common.js", "ch03.js"} & set(loaded_scripts(driver)), "explorer code loaded before it was opened"
+    assert not {"common.js", "ch03.js"} & set(loaded_scripts(driver)), (
+        "explorer code loaded before it was opened"
+    )
     root = open_explorer(driver, "ch03-query-keys")
     assert {"common.js", "ch03.js"} <= set(loaded_scripts(driver))
     temperature = root.find_element(By.CSS_SELECTOR, '[data-knob="T"]')
@@ -200,7 +206,9 @@ def check_ch03(driver, base):
         def ref(dtype, s=s):
             q = torch.tensor([s["query"]], dtype=dtype)
             k, v = torch.tensor(s["keys"], dtype=dtype), torch.tensor(s["values"], dtype=dtype)
-            out, w = attnlib.scaled_dot_product_attention(q, k, v, scale=1 / s["temperature"], return_weights=True)
+            out, w = attnlib.scaled_dot_product_attention(
+                q, k, v, scale=1 / s["temperature"], return_weights=True
+            )
             return q @ k.T / s["temperature"], w, out
 
         (s64, w64, o64), (s32, w32, o32) = _both(ref)
@@ -233,7 +241,9 @@ def check_ch04(driver, base):
         (sc64, w64, su64), (sc32, w32, su32) = _both(ref)
         assert_course(table(driver, root, "scores"), sc64, sc32, f"ch04 scores d_k={s['d_k']}")
         assert_course(table(driver, root, "weights"), w64, w32, f"ch04 weights d_k={s['d_k']}", rtol32=1e-4)
-        assert_course(table(driver, root, "summary"), su64, None, f"ch04 spread/entropy/gradient d_k={s['d_k']}")
+        assert_course(
+            table(driver, root, "summary"), su64, None, f"ch04 spread/entropy/gradient d_k={s['d_k']}"
+        )
     for x in (10, 88, 89, 120):
         set_knob(driver, root, "x", x)
         row32 = torch.tensor([x, x - 1, x - 2], dtype=torch.float32)
@@ -242,7 +252,9 @@ def check_ch04(driver, base):
         page = table(driver, root, "overflow")
         np.testing.assert_allclose(page[0], e.double().numpy(), rtol=1e-6, equal_nan=True)
         np.testing.assert_allclose(page[1], naive.double().numpy(), rtol=F32_RTOL, equal_nan=True)
-        assert_course(page[2], functional.softmax(row32.double(), -1), functional.softmax(row32, -1), "stable")
+        assert_course(
+            page[2], functional.softmax(row32.double(), -1), functional.softmax(row32, -1), "stable"
+        )
         assert np.isnan(page[1]).any() == (x >= 89), f"x={x}: naive softmax {page[1]}"
         assert np.isfinite(page[2]).all()
     assert "overflows" in live_text(driver, root)
@@ -276,7 +288,11 @@ def check_mask(driver, base, chapter):
     cell.send_keys(Keys.ENTER)  # a button: Enter toggles it
     assert inputs(driver, root)["mask"][3][2] == (not was)
     assert "query 4, key 3" in cell.get_attribute("aria-label")
-    for settings in ({"length": 4, "causal": True}, {"length": 2, "causal": False}, {"length": 0, "causal": True}):
+    for settings in (
+        {"length": 4, "causal": True},
+        {"length": 2, "causal": False},
+        {"length": 0, "causal": True},
+    ):
         for name, value in settings.items():
             set_knob(driver, root, name, value)
         for policy in ("attnlib", "neg-inf", "neg-large", "after"):
@@ -287,7 +303,9 @@ def check_mask(driver, base, chapter):
             if settings["length"] == 4:
                 assert not mask[1].any(), "the fully masked row of the default setting"
             (w64, o64), (w32, o32) = (_mask_reference(s, torch.float64), _mask_reference(s, torch.float32))
-            assert_course(table(driver, root, "weights"), w64, w32, f"ch{chapter} weights {policy} {settings}")
+            assert_course(
+                table(driver, root, "weights"), w64, w32, f"ch{chapter} weights {policy} {settings}"
+            )
             assert_course(table(driver, root, "output"), o64, o32, f"ch{chapter} output {policy} {settings}")
             empty = ~mask.any(1)
             page_w = table(driver, root, "weights")
@@ -320,8 +338,12 @@ def check_ch06(driver, base):
         right = split_heads(x[None], h)[0]  # (h, L, d)
         wrong = x.reshape(h, x.shape[0], -1)
         for a in range(h):
-            assert_course(table(driver, root, f"right-{a}"), right[a], split_heads(x.float()[None], h)[0][a], "right")
-            assert_course(table(driver, root, f"wrong-{a}"), wrong[a], x.float().reshape(h, x.shape[0], -1)[a], "wrong")
+            assert_course(
+                table(driver, root, f"right-{a}"), right[a], split_heads(x.float()[None], h)[0][a], "right"
+            )
+            assert_course(
+                table(driver, root, f"wrong-{a}"), wrong[a], x.float().reshape(h, x.shape[0], -1)[a], "wrong"
+            )
         mixed = sum(int((wrong[a].floor() != torch.arange(1, 4)[:, None]).any(1).sum()) for a in range(h))
         assert f"Wrong split: {mixed} of {h * 3} rows" in live_text(driver, root)
         assert (mixed == 0) == (h == 1)
@@ -337,7 +359,9 @@ def check_ch08(driver, base):
         s = inputs(driver, root)
         scores = np.array(s["scores"])
         values = np.array(s["value"])
-        _, states = online_attention_row_numpy(np.ones(1), scores[:, None], values, block_size=tile, scale=1.0)
+        _, states = online_attention_row_numpy(
+            np.ones(1), scores[:, None], values, block_size=tile, scale=1.0
+        )
         steps = math.ceil(12 / tile)
         for step in range(1, steps + 1):
             press(driver, root, "next")
@@ -359,7 +383,10 @@ def check_ch08(driver, base):
             q, torch.tensor(scores)[:, None], torch.tensor(values), scale=1.0
         )
         full32 = attnlib.scaled_dot_product_attention(
-            q.float(), torch.tensor(scores, dtype=torch.float32)[:, None], torch.tensor(values).float(), scale=1.0
+            q.float(),
+            torch.tensor(scores, dtype=torch.float32)[:, None],
+            torch.tensor(values).float(),
+            scale=1.0,
         )
         assert_course(table(driver, root, "full"), full, full32, "ch08 full softmax")
         assert_course(table(driver, root, "steps")[-1, 6:8], full, full32, "ch08 last tile = full softmax")
@@ -415,7 +442,8 @@ def _lm_state(driver, root):
     layers = heads = 0
     maps = {}
     for name in driver.execute_script(
-        "return Array.from(arguments[0].querySelectorAll('table[data-name^=\"attn-\"]')).map(t => t.dataset.name);",
+        "return Array.from(arguments[0].querySelectorAll('table[data-name^=\"attn-\"]'))"
+        ".map(t => t.dataset.name);",
         root,
     ):
         _, layer, head = name.split("-")
@@ -446,10 +474,18 @@ def _check_model_in_page(driver, root, model32, words):
         t = torch.tensor([tokens])
         l64, a64 = web_export.forward_with_attention(model64, t)
         l32, a32 = web_export.forward_with_attention(model32, t)
-        np.testing.assert_allclose(logits, l64[0].numpy(), rtol=1e-9, atol=1e-9, err_msg=f"{word}: logits float64")
-        np.testing.assert_allclose(logits, l32[0].double().numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{word}: float32")
-        np.testing.assert_allclose(attention, a64[:, 0].numpy(), rtol=1e-9, atol=1e-12, err_msg=f"{word}: attention")
-        np.testing.assert_allclose(attention, a32[:, 0].double().numpy(), atol=1e-5, err_msg=f"{word}: attention f32")
+        np.testing.assert_allclose(
+            logits, l64[0].numpy(), rtol=1e-9, atol=1e-9, err_msg=f"{word}: logits float64"
+        )
+        np.testing.assert_allclose(
+            logits, l32[0].double().numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{word}: float32"
+        )
+        np.testing.assert_allclose(
+            attention, a64[:, 0].numpy(), rtol=1e-9, atol=1e-12, err_msg=f"{word}: attention"
+        )
+        np.testing.assert_allclose(
+            attention, a32[:, 0].double().numpy(), atol=1e-5, err_msg=f"{word}: attention f32"
+        )
     return tokens
 
 
@@ -485,6 +521,13 @@ def check_ch10(driver, base, html: Path, tmp: Path):
     assert "my-copy-model.json" in live_text(driver, root)
     _check_model_in_page(driver, root, web_export.load_model(path), ["abcd", "hhgg"])
     shoot(driver, root, "ch10-own-model")
+    # the block's other wirings that the page runs: post-norm (no final LayerNorm), no residuals
+    for i, switches in enumerate(({"norm_first": False}, {"residual": False, "feed_forward": False})):
+        other = tiny_lm.build_model(4 + i, d_model=16, num_heads=2, d_ff=32, num_layers=3, **switches).eval()
+        path = web_export.export_model(other, tmp / f"other-{i}.json")
+        root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
+        assert _wait(driver, f"return arguments[0].textContent.includes('other-{i}.json');", 30, root)
+        _check_model_in_page(driver, root, web_export.load_model(path), ["abc"])
 
 
 EXPLORER_CHECKS = {
@@ -510,7 +553,9 @@ def check_quiz(driver, base, chapter):
     assert "loader.js" in loaded_scripts(driver)
     ids = driver.execute_script("return Array.from(document.querySelectorAll('section[id]')).map(s => s.id);")
     for q in quiz["questions"]:
-        assert q["section"] in ids, f"ch{chapter} question {q['id']} links to a missing section {q['section']}"
+        assert q["section"] in ids, (
+            f"ch{chapter} question {q['id']} links to a missing section {q['section']}"
+        )
         form = driver.find_element(By.ID, f"question-{chapter}-{q['id']}")
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", form)
         check = form.find_element(By.CSS_SELECTOR, ".course-check")
@@ -558,26 +603,27 @@ def check_quiz(driver, base, chapter):
 # --- the tests ---------------------------------------------------------------------------------
 
 
-pytestmark = [pytest.mark.book, pytest.mark.slow]
-
-
+@pytest.mark.book  # builds the site (slow)
 @pytest.mark.parametrize("chapter", sorted(EXPLORER_CHECKS))
 def test_explorer_shows_attnlibs_numbers(chapter, browser, site):  # noqa: F811 (fixtures)
     base, _ = site
     EXPLORER_CHECKS[chapter](browser, base)
 
 
+@pytest.mark.book  # builds the site (slow)
 def test_chapter_10_model_and_own_model_in_the_page(browser, site, tmp_path):  # noqa: F811
     base, html = site
     check_ch10(browser, base, html, tmp_path)
 
 
+@pytest.mark.book  # builds the site (slow)
 @pytest.mark.parametrize("chapter", [p.stem[2:] for p in QUIZZES])
 def test_self_check_explains_every_answer(chapter, browser, site):  # noqa: F811
     base, _ = site
     check_quiz(browser, base, chapter)
 
 
+@pytest.mark.book  # builds the site (slow)
 def test_every_chapter_page_with_an_explorer_or_quiz_loads_only_the_loader(browser, site):  # noqa: F811
     """A first visit loads loader.js and explorers.css, none of the explorers' code or the model."""
     base, _ = site
@@ -608,7 +654,10 @@ RECOMPUTED = {
     "09-3": float(alibi_bias(8, 5, 5)[0, 4, 0]),
     "10-2": sum(
         p.numel()
-        for m in (attnlib.transformer.TransformerBlock(64, 4, 128).linear1, attnlib.transformer.TransformerBlock(64, 4, 128).linear2)
+        for m in (
+            attnlib.transformer.TransformerBlock(64, 4, 128).linear1,
+            attnlib.transformer.TransformerBlock(64, 4, 128).linear2,
+        )
         for p in m.parameters()
     ),
 }
@@ -639,7 +688,11 @@ def test_quiz_files_are_well_formed_and_their_numbers_recomputed():
 
 
 def test_placement_file_names_existing_explorers():
-    from course_explorers import load_placements  # noqa: PLC0415
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from course_explorers import load_placements
+    finally:
+        sys.path.pop(0)
 
     placements = load_placements(ROOT)
     chapters = {stem[:2] for stem in placements}
@@ -648,9 +701,6 @@ def test_placement_file_names_existing_explorers():
         for item in items:
             script = ROOT / "book" / "_static" / "explorers" / f"{item['explorer'][:4]}.js"
             assert f'registry["{item["explorer"]}"]' in script.read_text(encoding="utf-8"), item
-
-
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 
 def main(argv: list[str]) -> int:

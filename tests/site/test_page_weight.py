@@ -333,7 +333,17 @@ if __name__ == "__main__":
 # explorers' code and chapter 10's model load only when the reader opens an explorer.
 MAX_EXPLORER_FIRST_VISIT_BYTES = 32_000  # loader.js + explorers.css + the questions' and explorers' HTML
 MAX_OPENED_EXPLORERS_BYTES = 480_000  # what opening every explorer of a page adds (ch10: its 375 kB model)
-LAZY_FILES = ("common.js", "ch03.js", "ch04.js", "ch05.js", "ch06.js", "ch08.js", "ch09.js", "ch10.js", "ch10-copy.json")
+LAZY_FILES = (
+    "common.js",
+    "ch03.js",
+    "ch04.js",
+    "ch05.js",
+    "ch06.js",
+    "ch08.js",
+    "ch09.js",
+    "ch10.js",
+    "ch10-copy.json",
+)
 EXPLORER_RESOURCES_JS = """
 return performance.getEntriesByType('resource')
   .filter(e => e.name.includes('/_static/explorers/'))
@@ -347,13 +357,16 @@ def explorer_html_bytes(page: Path) -> int:
     parts = re.findall(r'<section class="course-quiz".*?</section>', text, flags=re.S)
     parts += re.findall(r'<details class="course-explorer".*?</details>', text, flags=re.S)
     return sum(len(part.encode("utf-8")) for part in parts)
+
+
 OPEN_ALL_JS = """
 const done = arguments[arguments.length - 1];
 const all = Array.from(document.querySelectorAll('details.course-explorer'));
 all.forEach(d => { d.open = true; });
 const t0 = Date.now();
 (function wait() {
-  if (all.every(d => d.querySelector('.course-explorer-body').dataset.state === 'ready') || Date.now() - t0 > 60000)
+  const ready = all.every(d => d.querySelector('.course-explorer-body').dataset.state === 'ready');
+  if (ready || Date.now() - t0 > 60000)
     done(all.length); else setTimeout(wait, 100); })();
 """
 
@@ -376,7 +389,9 @@ def test_explorers_load_only_when_opened_within_budget(entry, browser, site):  #
     assert set(first) == {"loader.js", "explorers.css"}, first
     first_visit = sum(first.values()) + page_html
     RESULTS_EXPLORERS[entry] = {"first_visit_bytes": first_visit, "files": first, "html": page_html}
-    assert first_visit <= MAX_EXPLORER_FIRST_VISIT_BYTES, f"{entry}: {first_visit} bytes for the explorers ({first})"
+    assert first_visit <= MAX_EXPLORER_FIRST_VISIT_BYTES, (
+        f"{entry}: {first_visit} bytes for the explorers ({first})"
+    )
     browser.set_script_timeout(90)
     if browser.execute_async_script(OPEN_ALL_JS):
         opened = dict(browser.execute_script(EXPLORER_RESOURCES_JS))
@@ -393,4 +408,6 @@ def _write_explorer_weights():
     yield
     if RESULTS_EXPLORERS:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        (ARTIFACTS / "explorer-weight.json").write_text(json.dumps(RESULTS_EXPLORERS, indent=1), encoding="utf-8")
+        (ARTIFACTS / "explorer-weight.json").write_text(
+            json.dumps(RESULTS_EXPLORERS, indent=1), encoding="utf-8"
+        )
