@@ -379,3 +379,34 @@ def test_the_trusted_parent_ignores_every_catchable_signal():
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
     # SIGCHLD is kept: the parent still waits for the learner's process
     assert "SIGCHLD" in harness._KEPT_SIGNALS
+
+
+KILL_THE_PARENT = (
+    "import os, signal\n"
+    "for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGALRM):\n"
+    "    try:\n"
+    "        os.kill(os.getppid(), sig)\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+
+
+@pytest.mark.slow
+def test_in_userns_mode_the_learner_cannot_signal_the_trusted_parent_away(tmp_path):
+    import json
+
+    import nbformat
+
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nb = fake_class.with_answer(fake_class.CORRECT, before=[KILL_THE_PARENT])
+    (folder / "signaller.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "coursetools.grade", STEM, str(folder), "--out", str(out)]
+    command += ["--isolation", "userns", "--quiet", "--jobs", "1", "--timeout-cell", "20"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    record = json.loads((out / "signaller" / "record.json").read_text())
+    if (record.get("isolation") or {}).get("mode") != "userns":
+        pytest.skip(f"no userns mode here: {proc.stderr[-300:]}")
+    # before issue 34: kernel-died, "the process was killed by SIGINT"
+    assert record["status"] == "graded" and record["total"] == 1, record.get("incidents")
