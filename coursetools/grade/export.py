@@ -11,9 +11,11 @@ then one column for the assignment, named ``--assignment-column`` (write it as
 Canvas's export names it, ``Title (123456)``, so that the import updates that
 assignment instead of making a new one), with a ``Points Possible`` row first. Canvas
 matches each row by ``ID``, the Canvas user id of the download's file names
-(``lastfirst_12345_...``). ``canvas-feedback/<login>_<ID>_feedback-<assignment>.md``:
-each learner's feedback, named like the download's files so that an instructor attaches
-each to the learner's submission comment in SpeedGrader.
+(``lastfirst_12345_...``). ``canvas-feedback/<login>_<ID>_<attachment>_feedback-<assignment>.md``:
+each learner's feedback, named with the prefix of the graded file in the download (login,
+``LATE_`` for a late one, user id, attachment id: :func:`canvas_feedback_name`), so that a
+bulk upload that reads those ids finds each submission, or an instructor attaches it to the
+learner's submission comment in SpeedGrader.
 
 **Moodle** (Assignment > View all submissions > Upload grading worksheet, with "offline
 grading worksheet" and "feedback comments" enabled): ``moodle-grading-worksheet.csv``
@@ -28,7 +30,10 @@ learner named as in the download, ``Full Name_12345_assignsubmission_file_``, ho
 second ``_`` field of the folder: ``mod/assign/feedback/file/importziplib.php``).
 
 Learners without an LMS id (a plain folder) cannot be matched and are listed, never
-guessed.
+guessed; so are the learners of an id that several keys carry (:func:`_matched`: no row is
+written for it). A class from the other LMS's download is refused before anything is
+written (:class:`WrongLMS`), and Moodle's own worksheet, when given, must say the
+notebook's points as the assignment's maximum grade (:func:`check_moodle_maximum`).
 """
 
 from __future__ import annotations
