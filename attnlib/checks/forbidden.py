@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import numbers
 import sys
 import textwrap
 import types
@@ -837,6 +838,43 @@ def _is_constant(node: ast.AST) -> bool:
     return False
 
 
+_SCALAR_BUILTINS = frozenset({"float", "int", "abs", "round", "min", "max", "pow", "bool"})
+_ARRAY_MAKERS = frozenset(
+    "array asarray zeros ones full empty arange linspace eye zeros_like ones_like full_like empty_like "
+    "tensor as_tensor rand randn randint stack concatenate cat".split()
+)
+
+
+def _is_scalar(node: ast.AST) -> bool:
+    """An expression whose value is an immutable number (or string, or a tuple of them), whatever
+    its names mean: constants, arithmetic, comparisons, and calls of ``math``'s, NumPy's and a few
+    built-in functions on such values (``1 / math.sqrt(64)``, ``np.sqrt(8)``). Its references are
+    judged where it is used; a later cell cannot change such a value in place."""
+    if _is_constant(node):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _is_scalar(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _is_scalar(node.left) and _is_scalar(node.right)
+    if isinstance(node, ast.BoolOp):
+        return all(_is_scalar(v) for v in node.values)
+    if isinstance(node, ast.Compare):
+        return _is_scalar(node.left) and all(_is_scalar(c) for c in node.comparators)
+    if isinstance(node, ast.IfExp):
+        return all(_is_scalar(n) for n in (node.test, node.body, node.orelse))
+    if isinstance(node, ast.Tuple):
+        return all(_is_scalar(e) for e in node.elts)
+    if isinstance(node, ast.Name):
+        return True  # judged where it is used: a name bound to a function is not called here
+    if isinstance(node, ast.Call) and not node.keywords and all(_is_scalar(a) for a in node.args):
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in _SCALAR_BUILTINS
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            return func.value.id in ("math", "np", "numpy") and func.attr not in _ARRAY_MAKERS
+    return False
+
+
 def _is_chain(node: ast.AST) -> bool:
     while isinstance(node, ast.Attribute):
         node = node.value
@@ -865,6 +903,7 @@ class _NotebookNames:
         self.table: dict[str, list[_Binding]] = {}
         self.stars: list[str] = []
         self.trees: dict[int, ast.Module] = {}
+        self.mutations: dict[frozenset, list[str]] = {}  # per set of skipped cells
         for index, source in cells:
             tree = _parse(source)
             if tree is None:
@@ -888,11 +927,10 @@ class _NotebookNames:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 kind = "class" if isinstance(stmt, ast.ClassDef) else "def"
-                if top and not stmt.decorator_list:
+                if top:  # its decorators are judged with it (_Auditor.decorator)
                     self._add(stmt.name, _Binding(kind, where, node=stmt, names=self))
                 else:
-                    why = "a decorated definition" if stmt.decorator_list else "a definition inside a block"
-                    self._add(stmt.name, _Binding("unreadable", where, why=why))
+                    self._add(stmt.name, _Binding("unreadable", where, why="a definition inside a block"))
                 for inner in ast.walk(stmt):
                     if isinstance(inner, ast.Global):
                         for name in inner.names:
@@ -924,6 +962,8 @@ class _NotebookNames:
                         continue
                     elif _is_constant(value):
                         self._add(target.id, _Binding("const", where))
+                    elif _is_scalar(value) and not isinstance(value, ast.Name):
+                        self._add(target.id, _Binding("scalar", where, node=value, names=self))
                     elif _is_chain(value):
                         self._add(target.id, _Binding("alias", where, node=value, names=self))
                     else:
@@ -1139,7 +1179,9 @@ class _Auditor:
                 for path in paths:
                     self.check_path(".".join((path, *attrs)), where)
             return
-        if binding.kind == "def":
+        if binding.kind == "scalar":
+            self.expr(binding.node, [], binding.names, binding.where)
+        elif binding.kind == "def":
             self.function(binding.node, [], binding.names, binding.where)
         elif binding.kind == "class":
             self.class_def(binding.node, [], binding.names, binding.where)
@@ -1422,7 +1464,16 @@ def _mutations(tree: ast.AST, names: _NotebookNames, where: str) -> list[str]:
     return found
 
 
-def audit_notebook(cells, answers: Iterable[int], policy, handed_out: Iterable[int] = ()) -> Audit:
+def notebook_names(cells) -> _NotebookNames:
+    """The bindings of a notebook's global names (``[(index, source)]``), read once for every
+    exercise of the notebook (:func:`audit_notebook`'s ``names``). Raises RecursionError or
+    MemoryError on a cell too deep to read."""
+    return _NotebookNames([(int(i), str(src)) for i, src in cells])
+
+
+def audit_notebook(
+    cells, answers: Iterable[int], policy, handed_out: Iterable[int] = (), names: _NotebookNames | None = None
+) -> Audit:
     """The allow-list rule on a notebook, as the grader reads it (no import of the learner's code).
 
     ``cells``: ``[(notebook index, source)]`` in the order they run; ``answers``: the indices
@@ -1435,10 +1486,9 @@ def audit_notebook(cells, answers: Iterable[int], policy, handed_out: Iterable[i
     import, a cell that changes a module's or a function's attributes, or a cell that cannot
     be read (too deep: RecursionError) all go to review.
     """
-    cells = [(int(i), str(s)) for i, s in cells]
     auditor = _Auditor(policy)
     try:
-        names = _NotebookNames(cells)
+        names = names if names is not None else notebook_names(cells)
     except (RecursionError, MemoryError) as exc:
         return Audit((), (f"the notebook could not be read by the allow-list check ({type(exc).__name__})",))
     try:
@@ -1458,11 +1508,16 @@ def audit_notebook(cells, answers: Iterable[int], policy, handed_out: Iterable[i
                 auditor.stmts(tree.body, [], names, f"cell {index}")
         for star in names.stars:
             auditor.flag(f"{star}: a star import makes names the check cannot resolve")
-        skip = {int(i) for i in handed_out}
-        for index, tree in names.trees.items():
-            if index not in skip:
-                for why in _mutations(tree, names, f"cell {index}"):
-                    auditor.flag(why)
+        skip = frozenset(int(i) for i in handed_out)
+        if names.mutations.get(skip) is None:
+            names.mutations[skip] = [
+                why
+                for index, tree in names.trees.items()
+                if index not in skip
+                for why in _mutations(tree, names, f"cell {index}")
+            ]
+        for why in names.mutations[skip]:
+            auditor.flag(why)
     except (RecursionError, MemoryError) as exc:
         auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
     return auditor.result()
@@ -1502,7 +1557,7 @@ def _value_binding(value: Any, where: str, policy, index: dict[int, str]) -> _Bi
         return _Binding("path", where, path=value.__name__)
     if id(value) in index:
         return _Binding("path", where, path=index[id(value)])
-    if isinstance(value, _CONST_TYPES) or (
+    if isinstance(value, (*_CONST_TYPES, numbers.Number)) or (
         isinstance(value, tuple) and all(isinstance(v, _CONST_TYPES) for v in value)
     ):
         return _Binding("const", where)

@@ -416,6 +416,9 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     return plan, notes, review
 
 
+_NAMES: dict = {}  # the last notebook's names (build_plan reads one notebook at a time)
+
+
 def _allow_list(
     cells: list,
     answers: list[int],
@@ -429,12 +432,18 @@ def _allow_list(
     forbidden entries it found (the answer scores 0); its review reasons go to ``review`` and,
     per exercise, to ``held`` (the exercise's score waits for a person)."""
     from attnlib.checks.allowed import policy
-    from attnlib.checks.forbidden import audit_notebook
+    from attnlib.checks.forbidden import audit_notebook, notebook_names
 
     rule = policy(ex_id, assignment.functions.get(ex_id, ""), assignment.forbidden.get(ex_id, ()))
     if not rule.function:
         return set()
-    audit = audit_notebook(cells, answers, rule, handed_out)
+    key = id(cells)  # the notebook's names are read once for all its exercises
+    if _NAMES.get("key") != key:
+        try:
+            _NAMES.update(key=key, names=notebook_names(cells), cells=cells)
+        except (RecursionError, MemoryError):
+            _NAMES.update(key=key, names=None, cells=cells)
+    audit = audit_notebook(cells, answers, rule, handed_out, names=_NAMES["names"])
     reasons = [f"{ex_id}: {why}" for why in audit.review]
     if reasons:
         held.setdefault(ex_id, []).extend(reasons)

@@ -433,6 +433,53 @@ def test_check_agrees_with_the_grader(payload):
 
 # --------------------------------------------------------------------------- legitimate work
 
+LEGITIMATE = [
+    sm(
+        "    return helper(x)\n",
+        before=[
+            "def helper(x):\n    e = np.exp(x - x.max(-1, keepdims=True))\n"
+            "    return e / e.sum(-1, keepdims=True)\n"
+        ],
+    ),
+    sm(
+        "    e = np.exp(SCALE * (x - x.max(-1, keepdims=True)))\n    return e / e.sum(-1, keepdims=True)\n",
+        before=["SCALE = 2 / math.sqrt(4)"],
+    ),
+    sm(
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / np.maximum(e.sum(-1, keepdims=True), EPS)\n",
+        before=["EPS = np.float64(1e-300)"],
+    ),
+    sm(
+        "    t = torch.as_tensor(x)\n    e = torch.exp(t - t.amax(-1, keepdim=True))\n"
+        "    return (e / e.sum(-1, keepdim=True)).numpy()\n",
+        before=["import torch as th"],
+    ),
+    Payload(
+        "",
+        SM,
+        "@torch.no_grad()\ndef stable_softmax(x):\n    t = torch.as_tensor(x)\n"
+        "    e = (t - t.max(-1, keepdim=True).values).exp()\n    return (e / e.sum(-1, keepdim=True)).numpy()\n",
+    ),
+    Payload(
+        "",
+        LSE,
+        "def log_sum_exp(x):\n    m = np.max(x, axis=-1, keepdims=True)\n"
+        "    return (m + np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)))[..., 0]\n",
+    ),
+    Payload(
+        "",
+        MASK,
+        "def build_causal_mask(q_len, k_len):\n"
+        "    return torch.arange(k_len)[None, :] <= torch.arange(q_len)[:, None]\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("payload", LEGITIMATE, ids=lambda p: p.answer.splitlines()[1][:40])
+def test_legitimate_notebook_patterns_are_clean_on_both_sides(payload):
+    assert grader_verdict(payload) == "clean", payload
+    assert _category(learner_audit(payload)) == "clean", learner_audit(payload)
+
 
 def _rights():
     for package in ("banks", "banks_independent"):
