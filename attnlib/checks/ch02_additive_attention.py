@@ -73,8 +73,8 @@ register(
             Misconception(
                 "U applied without transposing (H @ U instead of H @ U.T)",
                 lambda s, H, W, U, v: np.tanh(W @ s + H @ U) @ v,
-                "U has shape (A, D_h) and maps one h_j to U @ h_j; for all rows of H at once that is "
-                "H @ U.T, shape (S, A).",
+                "U has shape (A, D_h) and maps one column vector h_j to U h_j; with the states as the"
+                " rows of H, all of them at once need U turned on its side, to give (S, A).",
             ),
         ],
         forbidden=(

@@ -104,9 +104,9 @@ register(
             Misconception(
                 "queries from the encoder and keys/values from the decoder (roles swapped)",
                 _swapped_roles,
-                "in cross attention the decoder asks (queries: decoder_states @ w_q) and the encoder"
-                " answers (keys and values: encoder_states @ w_k, encoder_states @ w_v); the output"
-                " has one row per target position, (B, T, d_v).",
+                "in cross attention the decoder asks and the encoder answers: the queries are "
+                "projections of the decoder states, the keys and values projections of the encoder "
+                "states; the output has one row per target position, (B, T, d_v).",
             ),
             Misconception(
                 "a causal mask in cross attention",
