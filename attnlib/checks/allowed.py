@@ -62,7 +62,7 @@ _TORCH = _paths(
     expand_copy movedim swapaxes flip roll repeat_interleave tile
     clamp clip clamp_min clamp_max isinf isnan isfinite isneginf isposinf nan_to_num
     allclose equal eq ne lt le gt ge logical_and logical_or logical_not any all
-    tril triu gather scatter index_select take_along_dim topk sort argsort
+    tril triu gather scatter index_select take_along_dim topk sort argsort linalg.norm
     finfo iinfo is_tensor is_floating_point no_grad inference_mode enable_grad
     float32 float64 float16 bfloat16 float double half int64 int32 int16 int8 uint8 long int bool
     Tensor Size dtype device inf nan pi e
@@ -91,7 +91,7 @@ _NUMPY = _paths(
     clip isinf isnan isfinite isneginf isposinf nan_to_num
     allclose array_equal equal not_equal less less_equal greater greater_equal
     logical_and logical_or logical_not any all
-    tril triu take_along_axis sort argsort errstate
+    tril triu take_along_axis sort argsort errstate linalg.norm
     finfo iinfo ndarray newaxis inf nan pi e
     float16 float32 float64 int8 int16 int32 int64 uint8 bool_ intp
     """,
@@ -130,7 +130,7 @@ BASE_ATTRIBUTES = frozenset(
     tril triu gather scatter index_select topk sort argsort unbind split chunk
     any all eq ne lt le gt ge isinf isnan isfinite nan_to_num logical_not logical_and logical_or
     detach clone copy item tolist numpy cpu zero_ fill_ add sub mul div add_ sub_ mul_ div_ copy_
-    append extend pop insert items keys values index count join
+    append extend pop insert items keys values index count join get __init__
     weight bias real imag tiny eps
     """.split()
 )

@@ -1431,6 +1431,17 @@ class _Auditor:
                         self.expr(grand, scopes, names, where)
 
 
+def _reachable(binding: _Binding) -> bool:
+    """Whether an answer may reach what ``binding`` names, so that changing it in place changes
+    the answer: the learner's functions and classes, and the modules of the numerical libraries
+    an allow-list names (``plt.rcParams[...] = ...`` is not: an answer may not use matplotlib)."""
+    if binding.kind in ("def", "class", "alias"):
+        return True
+    if binding.kind == "path":
+        return binding.path.split(".")[0] in LIBRARY_ROOTS | {"math", "builtins"}
+    return False
+
+
 def _mutations(tree: ast.AST, names: _NotebookNames, where: str) -> list[str]:
     """What a cell changes outside its own values: an attribute or item of an imported module,
     of a function or class, of a name it never binds (``__builtins__``), or ``setattr``; in a
@@ -1455,7 +1466,7 @@ def _mutations(tree: ast.AST, names: _NotebookNames, where: str) -> list[str]:
                 root.id in s.names and root.id not in s.paths for s in scopes
             ):
                 bindings = names.bindings(root.id) or []
-                if not bindings or any(b.kind in ("path", "alias", "def", "class") for b in bindings):
+                if not bindings or any(_reachable(b) for b in bindings):
                     found.append(f"{where}: sets {_text(node)} (an attribute or item of {root.id})")
         for child in ast.iter_child_nodes(node):
             visit(child, scopes)

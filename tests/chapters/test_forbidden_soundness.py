@@ -472,6 +472,10 @@ LEGITIMATE = [
         "def build_causal_mask(q_len, k_len):\n"
         "    return torch.arange(k_len)[None, :] <= torch.arange(q_len)[:, None]\n",
     ),
+    sm(  # a figure setting in the learner's own cell: an answer cannot reach matplotlib
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n",
+        before=["import matplotlib.pyplot as plt\nplt.rcParams['figure.figsize'] = (4, 3)"],
+    ),
 ]
 
 
