@@ -1531,6 +1531,8 @@ def audit_notebook(
             auditor.flag(why)
     except (RecursionError, MemoryError) as exc:
         auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
+    except Exception as exc:  # noqa: BLE001 - a construct the reading does not know: review, never marks
+        auditor.flag(f"the allow-list check could not read the answer ({type(exc).__name__})")
     return auditor.result()
 
 
@@ -1595,6 +1597,11 @@ def _value_binding(value: Any, where: str, policy, index: dict[int, str]) -> _Bi
 def _unwrap(func: types.FunctionType) -> types.FunctionType | None:
     """The function a decorator wrapped (``__wrapped__``, as functools.wraps sets it), or ``func``.
     The decorator itself is judged from the source (:meth:`_Auditor.decorator`)."""
+    if not hasattr(func, "__wrapped__"):
+        return func
+    # only torch's context decorators (@torch.no_grad()): any other __wrapped__ may point anywhere
+    if not func.__code__.co_filename.replace("\\", "/").endswith("torch/utils/_contextlib.py"):
+        return None
     try:
         inner = inspect.unwrap(func)
     except ValueError:
@@ -1650,4 +1657,6 @@ def audit_function(func: Callable, policy) -> Audit:
         auditor.function(node, [], names, getattr(func, "__qualname__", "the answer"))
     except (RecursionError, MemoryError) as exc:
         auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
+    except Exception as exc:  # noqa: BLE001 - as audit_notebook
+        auditor.flag(f"the allow-list check could not read the answer ({type(exc).__name__})")
     return auditor.result()

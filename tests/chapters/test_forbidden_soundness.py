@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from attnlib.checks import get_exercise
@@ -429,6 +430,22 @@ def test_check_agrees_with_the_grader(payload):
     except Exception as exc:  # noqa: BLE001 - a payload that cannot even be defined here
         pytest.skip(f"the payload does not define its function outside a notebook: {exc}")
     assert _category(audit) == grader_verdict(payload), (audit, payload.answer)
+
+
+def test_check_does_not_follow_a_forged_wrapped():
+    """``__wrapped__`` set by hand would make check() read another function's source."""
+    import scipy.special
+
+    def honest(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def stable_softmax(x):
+        return scipy.special.softmax(x, axis=-1)
+
+    stable_softmax.__wrapped__ = honest
+    exercise = get_exercise(SM)
+    assert not audit_function(stable_softmax, policy(SM, exercise.function, exercise.forbidden)).clean
 
 
 # --------------------------------------------------------------------------- legitimate work
