@@ -156,6 +156,10 @@ register(
                     [[3, 4, E, 9, 9], [5, 6, 7, 8, E], [12, E, 0, 0, 0]],
                     [[3, 4, E, 0, 0], [5, 6, 7, 8, E], [11, E, 0, 0, 0]],
                 ),
+                "hidden: the model runs past the target's end (a token where EOS belongs)": (
+                    [[3, 4, 9, 9, 0], [5, 6, E, 0, 0], [7, E, 0, 0, 0]],
+                    [[3, 4, E, 0, 0], [5, 6, E, 0, 0], [7, E, 0, 0, 0]],
+                ),
             },
         ),
         misconceptions=[

@@ -174,6 +174,9 @@ register(
                     np.array([[1000.0, 999.0, 1001.0], [0.0, 1.0, -1.0], [2.0, 0.5, 1.0]]),
                 ),
                 "hidden: one logit per row (3, 1)": ((3, 1), 3, 5.0, 300.0),
+                "hidden: one logit far above the rest of its row (1500 among zeros)": lambda: (
+                    np.array([[0.0, 0.0, 0.0, 1500.0], [1.0, 2.0, 3.0, 4.0]]),
+                ),
                 "hidden: masked entries (-inf)": _masked_entries,
             },
         ),

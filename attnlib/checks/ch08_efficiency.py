@@ -64,6 +64,9 @@ register(
                 "a new maximum: m = 2, l = 1.5, block [0.5, 4]": _state(2.0, 1.5, [0.5, 4.0]),
                 "no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]": _state(5.0, 2.25, [1.0, -2.0, 4.5]),
                 "hidden: large scores, m = 700, l = 3, block [710, 690]": _state(700.0, 3.0, [710.0, 690.0]),
+                "hidden: a first block of large scores, m = -inf, block [800, 790]": _state(
+                    -math.inf, 0.0, [800.0, 790.0]
+                ),
                 "hidden: a masked key, m = 1, l = 1, block [-inf, 2, 0]": _state(
                     1.0, 1.0, [-math.inf, 2.0, 0.0]
                 ),
