@@ -52,12 +52,7 @@ def _id(entry) -> str:
 # failed and no case rules it out). Each needs its chapter's owner to register the answer's
 # own form of the mistake (Misconception(..., variants=...)) or to change the bank's phrase.
 # Strict, so that the fix makes this list fail until it is emptied.
-KNOWN_UNNAMED = {
-    # The bank's answer never runs the prompt through the model (a fresh cache for every
-    # token, the prompt's last token alone); the registered "new, empty cache" runs the prompt
-    # once. The two agree on one case of four; the first case matches "first position" instead.
-    "ex-10-3:generate_new_caches",
-}
+KNOWN_UNNAMED: set[str] = set()  # ex-10-3:generate_new_caches is named now (its own misconception)
 
 
 def _wrong_params():
