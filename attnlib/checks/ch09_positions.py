@@ -288,7 +288,7 @@ def _halves_to_pairs(E: int) -> torch.Tensor:
 
 
 def rope_halves(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """RoPE in the layout of GPT-NeoX and Llama: feature k is paired with feature k + E/2.
+    """RoPE in the layout of GPT-NeoX and Hugging Face's Llama: feature k is paired with feature k + E/2.
 
     The paper's rotation (neighbouring pairs, :func:`attnlib.positions.apply_rope`)
     applied to the features reordered so that k and k + E/2 sit side by side,
