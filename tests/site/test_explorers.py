@@ -732,3 +732,62 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def test_a_section_a_file_names_but_the_chapter_lacks_is_a_build_warning(monkeypatch):
+    """A renamed heading must not drop an explorer or a quiz silently (the strict build fails)."""
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import course_explorers
+    finally:
+        sys.path.pop(0)
+
+    def doctree(*ids):
+        doc = new_document("<test>", get_default_settings(Parser))
+        for sid in ids:
+            section = nodes.section(ids=[sid])
+            section += nodes.title(text=sid)
+            doc += section
+        return doc
+
+    class Env:
+        docname = "book/03-queries-keys-values"
+
+    class App:
+        confdir = str(ROOT)
+        env = Env()
+
+    warnings = []
+    monkeypatch.setattr(course_explorers.LOG, "warning", lambda msg, **kw: warnings.append(msg))
+    complete = doctree(
+        "a-lookup-that-can-be-differentiated",
+        "queries-keys-and-values-from-learned-projections",
+        "bahdanau-attention-is-a-q-k-v-instance",
+        "check-your-understanding",
+    )
+    course_explorers.add_to_doctree(App(), complete)
+    assert not warnings, warnings
+    raw = [n.astext() for n in complete.findall(nodes.raw)]
+    assert len(raw) == 2 and 'data-explorer="ch03-query-keys"' in raw[0] and 'id="self-check-03"' in raw[1]
+    course_explorers.add_to_doctree(App(), doctree("check-your-understanding"))
+    assert len(warnings) == 2 and "a-lookup-that-can-be-differentiated" in warnings[0], warnings
+
+
+def test_question_text_becomes_html_and_words():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import course_explorers
+    finally:
+        sys.path.pop(0)
+    html = course_explorers.inline("The `view` of $d_k < 8$ is **bold** & <s>")
+    assert html == (
+        'The <code class="docutils literal notranslate">view</code> of '
+        '<span class="math notranslate nohighlight">\\(d_k &lt; 8\\)</span> is '
+        "<strong>bold</strong> &amp; &lt;s&gt;"
+    )
+    assert course_explorers.spoken_text("$3 \\times 5$: one row") == "3 times 5: one row"
