@@ -1431,6 +1431,43 @@ class _Auditor:
                         self.expr(grand, scopes, names, where)
 
 
+# What a cell may use to change, in place, what an answer references, without a binding or an
+# attribute store the reading sees: DYNAMIC_LOOKUPS less what acts outside the process.
+_OUTSIDE_THE_PROCESS = (
+    "subprocess",
+    "multiprocessing",
+    "os.",
+    "pty",
+    "breakpoint",
+    "code.",
+    "codeop",
+    "runpy",
+)
+_REBINDING_NAMES = frozenset(
+    {"setattr", "delattr", "__setattr__", "__delattr__", "__setitem__", "__delitem__"}
+)
+
+
+def _rebinders(tree: ast.AST, where: str) -> list[str]:
+    """The dynamic lookups of a cell (:func:`find_dynamic`) that can change, in place, what an
+    answer references (``exec``, ``vars()``, ``__dict__``, ``sys.modules``, ``ctypes``, ``gc``,
+    ``__setattr__``...), and every use of ``setattr``/``delattr`` or of a dunder that sets."""
+    finder = _Dynamic()
+    finder.visit(tree)
+    found = [f for f in sorted(finder.found) if not f.startswith(_OUTSIDE_THE_PROCESS)]
+    for node in ast.walk(tree):
+        name = (
+            node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        )
+        if name in _REBINDING_NAMES:
+            found.append(name)
+    return (
+        [f"{where}: uses {', '.join(dict.fromkeys(found))}, which can change what an answer uses"]
+        if found
+        else []
+    )
+
+
 def _reachable(binding: _Binding) -> bool:
     """Whether an answer may reach what ``binding`` names, so that changing it in place changes
     the answer: the learner's functions and classes, and the modules of the numerical libraries
@@ -1525,7 +1562,7 @@ def audit_notebook(
                 why
                 for index, tree in names.trees.items()
                 if index not in skip
-                for why in _mutations(tree, names, f"cell {index}")
+                for why in _mutations(tree, names, f"cell {index}") + _rebinders(tree, f"cell {index}")
             ]
         for why in names.mutations[skip]:
             auditor.flag(why)

@@ -226,6 +226,28 @@ kind(
     sm(ROW, before=["import builtins\nbuiltins.f = torch.softmax"], function=False),
     sm(
         "    return np.exp(x)\n",
+        before=["import scipy.special\nnp.__setattr__('exp', scipy.special.softmax)"],
+        function=False,
+    ),
+    sm(
+        "    return np.exp(x)\n",
+        before=["import scipy.special\nvars(np).update(exp=scipy.special.softmax)"],
+        function=False,
+    ),
+    sm(
+        "    return np.exp(x)\n",
+        before=[
+            "import scipy.special, functools\nfunctools.partial(setattr, np)('exp', scipy.special.softmax)"
+        ],
+        function=False,
+    ),
+    sm(
+        "    return np.exp(x)\n",
+        before=["exec('import scipy.special; np.exp = scipy.special.softmax')"],
+        function=False,
+    ),
+    sm(
+        "    return np.exp(x)\n",
         before=["import scipy.special\nsetattr(np, 'exp', scipy.special.softmax)"],
         function=False,
     ),

@@ -151,7 +151,7 @@ def _class(top: Path) -> dict[str, tuple]:
         ),
         "sysv-shm": (
             w(C, after=[f"import ctypes\nctypes.CDLL(None).shmget({SHM_KEY}, 4096, 0o1666)\n"]),
-            ("needs-review", "1"),  # ctypes: what the forbidden-call check cannot follow (issue 24)
+            ("needs-review", ""),  # ctypes can change what the answer uses: held for review (issue 34)
         ),
         # open() in the answer is outside the allow-list: held for review (issue 34), never marked
         "reads-git": (w(_reader(ROOT / ".git" / "HEAD")), ("needs-review", "")),
@@ -170,7 +170,7 @@ def _class(top: Path) -> dict[str, tuple]:
                     "print('PDEATHSIG', v.value, 'UID', __import__('os').getuid())\n"
                 ],
             ),
-            ("needs-review", "1"),  # ctypes
+            ("needs-review", ""),  # ctypes: held for review (issue 34)
         ),
         "rebinds-cases": (
             w(
@@ -184,9 +184,9 @@ def _class(top: Path) -> dict[str, tuple]:
             ),
             ("needs-review", ""),  # the answer cell sets attributes of the checker: held
         ),
-        "forges-in-cell": (w(Z, after=[FORGES_IN_CELL]), ("needs-review", "0")),
+        "forges-in-cell": (w(Z, after=[FORGES_IN_CELL]), ("needs-review", "")),  # gc, frames: held
         # without namespaces the check modules are readable (documented): the forgery succeeds
-        "key-hunter": (w(Z, after=[KEY_HUNTER]), ("needs-review", "0" if ISOLATED else "1")),
+        "key-hunter": (w(Z, after=[KEY_HUNTER]), ("needs-review", "")),
     }
     expected = {}
     for name, (nb, outcome) in nbs.items():
@@ -223,9 +223,13 @@ def test_every_file_gets_its_own_record_and_the_right_grade(hostile):
         record = records[name]
         got = "" if record["total"] is None else f"{record['total']:g}"
         assert (record["status"], got) == (status, total), (name, record.get("review"), record.get("notes"))
-    for name in ("reads-git", "reads-sibling"):  # held for review: its verdicts say what it could read
+    # held for review (issue 34): the verdicts still say what each could read or forge
+    for name in ("reads-git", "reads-sibling", "key-hunter"):
         cases = records[name]["exercises"]["ex-00-1"]["cases"]
         assert all(c["status"] == ("failed" if ISOLATED else "passed") for c in cases), (name, cases)
+    assert not any(
+        c["status"] == "passed" for c in records["forges-in-cell"]["exercises"]["ex-00-1"]["cases"]
+    )
     with open(hostile["out"] / "grades.csv", encoding="utf-8") as fh:
         rows = fh.read().splitlines()
     assert len(rows) == 1 + len(records)
@@ -258,10 +262,12 @@ def test_every_case_is_run_whatever_a_cell_rebinds(hostile):
 def test_results_written_on_the_channel_from_a_cell_are_ignored(hostile):
     """Issue 12, then issue 24: a later cell hunts for the channel with gc to send right outputs.
     The channel lives in the sandbox's trusted parent, never in the learner's process: the hunt
-    finds nothing, the exercise scores 0, and the cell (gc) is flagged."""
+    finds nothing, no case passes, and the cell (gc) is flagged."""
     record = hostile["records"]["forges-in-cell"]
     assert "FORGER channel 0 cases" in record["output"]["head"], record["output"]
-    assert record["exercises"]["ex-00-1"]["score"] == 0
+    # held for review (gc can change what an answer uses, issue 34): no score; no forged pass
+    assert record["exercises"]["ex-00-1"]["score"] is None
+    assert not any(c["status"] == "passed" for c in record["exercises"]["ex-00-1"]["cases"])
     assert record["status"] == "needs-review", record["review"]
 
 
@@ -275,7 +281,8 @@ def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
     printed = record["output"]["head"]
     assert "HUNTER key found: False" in printed, printed
     assert "HUNTER import failed" in printed and "HUNTER file failed" in printed, printed
-    assert record["exercises"]["ex-00-1"]["score"] == 0
+    assert record["exercises"]["ex-00-1"]["score"] is None  # held for review (issue 34)
+    assert not any(c["status"] == "passed" for c in record["exercises"]["ex-00-1"]["cases"])
     assert "NO-REGISTRY" in hostile["records"]["rebinds-cases"]["output"]["head"]
 
 
