@@ -416,6 +416,7 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     return plan, notes, review
 
 
+MAX_REASONS = 20  # per exercise: the record stays small whatever the answer holds
 _NAMES: dict = {}  # the last notebook's names (build_plan reads one notebook at a time)
 
 
@@ -444,7 +445,9 @@ def _allow_list(
         except (RecursionError, MemoryError):
             _NAMES.update(key=key, names=None, cells=cells)
     audit = audit_notebook(cells, answers, rule, handed_out, names=_NAMES["names"])
-    reasons = [f"{ex_id}: {why}" for why in audit.review]
+    reasons = [f"{ex_id}: {why}" for why in audit.review[:MAX_REASONS]]
+    if len(audit.review) > MAX_REASONS:
+        reasons.append(f"{ex_id}: and {len(audit.review) - MAX_REASONS} more reasons")
     if reasons:
         held.setdefault(ex_id, []).extend(reasons)
         review.extend(r for r in reasons if r not in review)
