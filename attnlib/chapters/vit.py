@@ -100,7 +100,7 @@ class TinyViT(nn.Module):
         self.head = nn.Linear(d_model, num_classes)
 
     def tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """Images (B, 1, 8, 8) -> the encoder's input (B, 1 + N, D): class token first."""
+        """Images (B, 1, 8, 8) -> encoder input (B, 1 + N, D), class token first."""
         x = self.patches(images)  # (B, N, D)
         cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, D)
         x = torch.cat([cls, x], dim=1)  # (B, 1 + N, D)
@@ -111,7 +111,7 @@ class TinyViT(nn.Module):
         x = self.tokens(images)  # (B, 1 + N, D)
         for block in self.blocks:
             x = block(x)  # no mask: every token attends to every token
-        return self.head(self.norm(x[:, 0]))  # the class token's vector -> (B, classes)
+        return self.head(self.norm(x[:, 0]))  # class token -> (B, classes)
 
 
 class SmallCNN(nn.Module):
@@ -176,9 +176,9 @@ def train(
     batch_size: int = 64,
     seed: int = 0,
 ) -> list[float]:
-    """AdamW with a cosine-decayed learning rate, ``steps`` minibatches drawn from ``seed``; the losses.
+    """AdamW, a cosine-decayed learning rate, ``steps`` seeded minibatches.
 
-    Each step draws ``batch_size`` training images at random (with its own
+    Returns the losses. Each step draws ``batch_size`` training images at random (with its own
     generator), so every data size gets the same number of steps.
     """
     g = torch.Generator().manual_seed(seed)
