@@ -100,7 +100,7 @@ class TinyViT(nn.Module):
         self.head = nn.Linear(d_model, num_classes)
 
     def tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """Images (B, 1, 8, 8) -> encoder input (B, 1 + N, D), class token first."""
+        """Images (B, 1, 8, 8) -> tokens (B, 1 + N, D), class token first."""
         x = self.patches(images)  # (B, N, D)
         cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, D)
         x = torch.cat([cls, x], dim=1)  # (B, 1 + N, D)
@@ -178,8 +178,9 @@ def train(
 ) -> list[float]:
     """AdamW, a cosine-decayed learning rate, ``steps`` seeded minibatches.
 
-    Returns the losses. Each step draws ``batch_size`` training images at random (with its own
-    generator), so every data size gets the same number of steps.
+    Returns the losses. Each step draws ``batch_size`` training images
+    at random (with its own generator), so every data size gets the same
+    number of steps.
     """
     g = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
