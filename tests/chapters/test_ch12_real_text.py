@@ -1,0 +1,115 @@
+"""Chapter 12: the text, its vocabulary and split, the char model, the schedule, top-k, generation, heads."""
+
+import math
+
+import pytest
+import torch
+
+from attnlib.chapters import char_lm
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return char_lm.corpus()
+
+
+def test_the_text_is_the_recorded_one_and_a_changed_copy_is_refused(tmp_path):
+    text = char_lm.load_text()
+    assert len(text) == 1_115_394 and len(set(text)) == 65
+    changed = tmp_path / "tinyshakespeare.txt"
+    changed.write_bytes(char_lm.DATA_PATH.read_bytes().replace(b"\n", b"\r\n", 1))
+    with pytest.raises(ValueError, match="SHA-256"):
+        char_lm.load_text(changed)
+
+
+def test_vocabulary_round_trips_and_the_split_holds_out_the_end(corpus):
+    vocab, train_data, val_data = corpus
+    sample = "ROMEO:\nWhat, ho!"
+    assert vocab.decode(vocab.encode(sample)) == sample
+    assert vocab.chars == sorted(vocab.chars)
+    assert len(train_data) + len(val_data) == 1_115_394
+    assert len(val_data) == 1_115_394 - int(1_115_394 * 0.9)
+    text = char_lm.load_text()
+    assert vocab.decode(val_data[:50]) == text[len(train_data) : len(train_data) + 50]
+
+
+def test_batches_are_windows_of_the_data(corpus):
+    _, train_data, _ = corpus
+    windows = char_lm.get_batch(train_data, 4, 16, torch.Generator().manual_seed(0))
+    assert windows.shape == (4, 17)
+    for w in windows:
+        starts = [s for s in range(len(train_data) - 16) if torch.equal(train_data[s : s + 17], w)][:1]
+        assert starts, "a window that is not a slice of the data"
+
+
+def test_lr_schedule_warms_up_then_follows_half_a_cosine():
+    rates = [char_lm.lr_at(s, 1.0, 4, 20, 0.1) for s in range(25)]
+    assert rates[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert rates[4] == pytest.approx(1.0)  # the first step after the warm-up: the peak
+    assert rates[12] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 8 / 16)))
+    assert all(a >= b for a, b in zip(rates[4:20], rates[5:20], strict=False))
+    assert rates[20:] == [0.1] * 5
+    assert [char_lm.lr_at(s, 2.0, 0, 4, 0.0) for s in range(4)] == pytest.approx(
+        [2.0 * 0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)]
+    )
+
+
+def test_top_k_keeps_the_k_largest_and_ties():
+    logits = torch.tensor([[1.0, 3.0, 2.0, 2.0, 0.5]])
+    kept = char_lm.top_k_logits(logits, 2)
+    assert torch.equal(torch.isfinite(kept), torch.tensor([[False, True, True, True, False]]))
+    assert torch.equal(char_lm.top_k_logits(logits, 5), logits)
+    assert torch.isfinite(char_lm.top_k_logits(logits, 1)).sum() == 1
+
+
+def test_tied_model_shares_one_matrix_and_counts_it_once():
+    tied = char_lm.build_char_model(0, 65, 16, d_model=8, num_heads=2, d_ff=16, num_layers=1)
+    untied = char_lm.build_char_model(0, 65, 16, tie=False, d_model=8, num_heads=2, d_ff=16, num_layers=1)
+    assert tied.head.weight is tied.embed.weight
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(untied) - count(tied) == 65 * 8
+    groups = char_lm.param_groups(tied, 0.1)
+    assert sum(len(g["params"]) for g in groups) == len(list(tied.parameters()))
+    assert all(p.dim() >= 2 for p in groups[0]["params"]) and all(p.dim() < 2 for p in groups[1]["params"])
+
+
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_cached_and_uncached_sampling_draw_the_same_characters(top_k):
+    model = char_lm.build_char_model(1, 65, 24, d_model=16, num_heads=2, d_ff=32, num_layers=2).double()
+    prompt = torch.randint(0, 65, (2, 5), generator=torch.Generator().manual_seed(0))
+    outs = [
+        char_lm.generate_text(
+            model,
+            prompt,
+            19,
+            temperature=0.9,
+            top_k=top_k,
+            generator=torch.Generator().manual_seed(3),
+            use_cache=c,
+        )
+        for c in (True, False)
+    ]
+    assert outs[0].shape == (2, 24) and torch.equal(outs[0][:, :5], prompt)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_induction_test_measures_the_token_after_the_earlier_occurrence():
+    model = char_lm.build_char_model(2, 65, 20, d_model=16, num_heads=2, d_ff=32, num_layers=2)
+    tokens = char_lm.repeated_random(3, 10, 65, torch.Generator().manual_seed(0))
+    assert torch.equal(tokens[:, :10], tokens[:, 10:])
+    result = char_lm.induction_test(model, tokens)
+    maps = char_lm.attention_maps(model, tokens)  # (layers, B, h, 20, 20)
+    expected = torch.stack([maps[..., t, t - 9] for t in range(10, 20)], -1).mean(dim=(1, 3))
+    assert torch.allclose(result["induction"], expected)
+    assert result["first"] > 0 and result["second"] > 0
+
+
+def test_training_lowers_the_held_out_loss(corpus, one_thread):
+    vocab, train_data, val_data = corpus
+    model = char_lm.build_char_model(0, len(vocab), 16, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    val = char_lm.eval_windows(val_data, 16, count=16)
+    log = char_lm.train_lm(
+        model, train_data, 60, context=16, batch_size=8, seed=0, train_windows=val, val_windows=val
+    )
+    assert len(log["loss"]) == 60 and log["eval_step"] == [60]
+    assert log["val_eval"][-1] < math.log(65) - 0.5
