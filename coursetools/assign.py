@@ -22,7 +22,7 @@ end of its text (the markdown cell above its answer cell), one line naming them
 in the learner's words (:func:`not_allowed_line`), made here from the check's
 list so that the notebook cannot drift from what the grader flags.
 
-A chapter with concept questions (``book/_quizzes/chNN.yml``, the same file that the website's
+A chapter with concept questions (``attnlib/quizzes/chNN.yml``, the same file that the website's
 page draws) gets, before the "check all" cells, the questions as a markdown cell and an answer
 cell ``quiz_answers = {...}`` that runs :func:`attnlib.checks.quiz.check_quiz` (metadata
 ``{"attnlib": {"check": "quiz", "quiz": "NN"}}``, tags ``check`` and ``quiz``: the grader does not

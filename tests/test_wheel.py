@@ -89,6 +89,15 @@ def test_the_wheel_holds_the_recorded_spreads(wheel):
     assert in_wheel == in_repo
 
 
+def test_the_wheel_holds_the_self_check_questions(wheel):
+    """The exercise notebooks check their concept questions with attnlib.checks.quiz, which reads
+    attnlib/quizzes/chNN.yml (package data): a learner's install in Colab has them."""
+    in_repo = sorted(p.name for p in (ROOT / "attnlib" / "quizzes").glob("ch[0-9][0-9].yml"))
+    assert in_repo, "no attnlib/quizzes/chNN.yml in the checkout"
+    in_wheel = sorted(Path(n).name for n in wheel.namelist() if n.startswith("attnlib/quizzes/"))
+    assert in_wheel == in_repo
+
+
 def test_the_wheel_holds_chapter_12s_text_with_its_hash(wheel):
     """Chapter 12 trains on Tiny Shakespeare, read offline from the installed attnlib (package data)."""
     import hashlib

@@ -1,6 +1,7 @@
 """Concept questions (self-checks) in the exercise notebooks: checked for learners, counted for instructors.
 
-One source per chapter, ``book/_quizzes/chNN.yml``, feeds the website (book/_ext/course_explorers.py
+One source per chapter, ``attnlib/quizzes/chNN.yml`` (package data: an installed attnlib has it),
+feeds the website (book/_ext/course_explorers.py
 draws the questions in the chapter's page) and the exercise notebook (coursetools/assign.py appends
 the questions and an answer cell). In the notebook the learner fills in ``quiz_answers`` and runs
 :func:`check_quiz`, which says for each question whether the answer is right and explains it (each
@@ -36,7 +37,7 @@ __all__ = [
     "load_quiz",
 ]
 
-QUIZ_DIR = Path(__file__).resolve().parents[2] / "book" / "_quizzes"
+QUIZ_DIR = Path(__file__).resolve().parents[1] / "quizzes"
 ANSWERS_NAME = "quiz_answers"
 LETTERS = "abcdefgh"
 
@@ -53,13 +54,13 @@ def _chapter(chapter) -> str:
 
 
 def load_quiz(chapter, quiz_dir: Path | None = None) -> dict:
-    """The questions of ``chapter`` ("04"), as in ``book/_quizzes/chNN.yml``."""
+    """The questions of ``chapter`` ("04"), as in ``attnlib/quizzes/chNN.yml``."""
     chapter = _chapter(chapter)
     path = (quiz_dir or QUIZ_DIR) / f"ch{chapter}.yml"
     if not path.is_file():
         raise QuizUnavailable(
-            f"no quiz file {path}: the self-checks are read from the course's checkout (book/_quizzes/); "
-            "open the notebook from a checkout of the repository (Binder, a JupyterHub) to check them"
+            f"no quiz file {path}: this attnlib has no questions for chapter {chapter} "
+            "(they ship with attnlib in attnlib/quizzes/; install the course's attnlib to check them)"
         )
     import yaml
 

@@ -7,7 +7,8 @@ where JavaScript runs, the reader can turn the knobs of an explorer and check an
   chapter. Each becomes a closed ``<details class="course-explorer">`` there: nothing of the
   explorer loads until the reader opens it (``_static/explorers/loader.js``, a few kB, then
   fetches ``common.js`` and the explorer's own script).
-* ``book/_quizzes/chNN.yml`` holds a chapter's concept questions (the one source for the page
+* ``attnlib/quizzes/chNN.yml`` (package data: the exercise notebooks read it too) holds a
+  chapter's concept questions (the one source for the page
   and for the exercise notebook, :mod:`attnlib.checks.quiz`). They are drawn as a form at
   the end of the section the file names (``section``), each question linking back to the
   section it tests; ``_static/explorers/quiz.js`` checks an answer and explains it. Without
@@ -36,7 +37,8 @@ import yaml
 from sphinx.util import logging
 
 LOG = logging.getLogger(__name__)
-QUIZ_DIR = "book/_quizzes"
+QUIZ_DIR = "book/_quizzes"  # explorers.yml: where each explorer goes
+QUESTIONS_DIR = "attnlib/quizzes"  # chNN.yml: a chapter's questions, shipped with attnlib
 PLACEMENT = "explorers.yml"
 CHAPTER = re.compile(r"^book/(?P<stem>\d\d-[a-z0-9-]+)$")
 MODEL_FILE = "ch10-copy.json"
@@ -59,7 +61,7 @@ def load_placements(root: Path) -> dict[str, list[dict]]:
 
 def load_quiz(root: Path, number: str) -> dict | None:
     """The quiz of chapter ``number`` ("03"), or None when it has none."""
-    path = root / QUIZ_DIR / f"ch{number}.yml"
+    path = root / QUESTIONS_DIR / f"ch{number}.yml"
     if not path.is_file():
         return None
     return yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -290,7 +292,7 @@ def add_to_doctree(app, doctree) -> None:
         target = _find_section(doctree, quiz.get("at", "check-your-understanding"))
         if missing or target is None:
             LOG.warning(
-                f"course_explorers: {QUIZ_DIR}/ch{number}.yml names sections that {stem} does not have: "
+                f"course_explorers: {QUESTIONS_DIR}/ch{number}.yml names sections that {stem} does not have: "
                 f"{missing or quiz.get('at')}; its sections: {sorted(titles)}",
                 location=app.env.docname,
             )
@@ -356,7 +358,7 @@ def write_model(app, exception) -> None:
     shutil.copy2(cache, target)
     # the quizzes as JSON beside the explorers, for tests and tools that read the site
     quizzes = {}
-    for path in sorted((root / QUIZ_DIR).glob("ch[0-9][0-9].yml")):
+    for path in sorted((root / QUESTIONS_DIR).glob("ch[0-9][0-9].yml")):
         quizzes[path.stem] = yaml.safe_load(path.read_text(encoding="utf-8"))
     (target.parent.parent / "quizzes.json").write_text(json.dumps(quizzes), encoding="utf-8")
 

@@ -17,7 +17,7 @@ from attnlib.checks import quiz as q
 from coursetools import assign
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = sorted(p.stem[2:] for p in (ROOT / "book" / "_quizzes").glob("ch[0-9][0-9].yml"))
+CHAPTERS = sorted(p.stem[2:] for p in (ROOT / "attnlib" / "quizzes").glob("ch[0-9][0-9].yml"))
 SOLUTIONS = {p.stem[:2]: p for p in (ROOT / "solutions").glob("[0-9][0-9]-*.ipynb")}
 
 

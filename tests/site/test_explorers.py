@@ -43,7 +43,7 @@ from attnlib.modules import split_heads  # noqa: E402
 from attnlib.positions import alibi_bias, alibi_slopes, apply_rope  # noqa: E402
 
 SHOTS = ROOT / "test-artifacts" / "explorers"
-QUIZ_DIR = ROOT / "book" / "_quizzes"
+QUIZ_DIR = ROOT / "attnlib" / "quizzes"
 QUIZZES = sorted(QUIZ_DIR.glob("ch[0-9][0-9].yml"))
 F32_RTOL = 1e-5
 
