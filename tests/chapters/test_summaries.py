@@ -9,9 +9,10 @@ with ``spread.check`` and an assert on the run (for example the glued conditions
 spread, "in every run ({glue:text}`n_runs`)").
 
 Not prose, so not scanned: inline code, math (``$...$``), roles such as ``{cite}`` and
-``{doc}``, links' targets, and "chapter 01"/"chapters 02-06" (a place in the course, not a
-quantity). The ``**References.**`` and ``**Exercises.**`` paragraphs that close a Summary
-are pointers, not claims, and are not scanned either. A sentence that states a definition
+``{doc}``, links' targets, "chapter 01"/"chapters 02-06" and "Fig. 7" (a place in the course
+or a paper, not a quantity), and the idiom "at all". The ``**References.**`` and
+``**Exercises.**`` paragraphs that close a Summary are pointers, not claims, and are not
+scanned either. A sentence that states a definition
 or a shape has no quantifier to guard: write it with "each" or "a" (the quantifier words
 are kept for claims about what a computation gives).
 """
@@ -41,6 +42,9 @@ _NOT_PROSE = (
     re.compile(r"\$[^$]*\$"),
     re.compile(r"\]\([^)]*\)"),
     re.compile(r"\b[Cc]hapters? \d\d(?:[-–]\d\d)?(?:(?:,| and) \d\d)*"),
+    # a place in a paper
+    re.compile(r"\b(?:Fig(?:ure)?s?|Tables?|Eqs?|Sections?|Algorithms?)\.? \d+(?:\.\d+)*"),
+    re.compile(r"\bat all\b", re.IGNORECASE),  # "no vector at all": an idiom, not a count
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(`$\[{])")
 
@@ -138,6 +142,8 @@ def test_the_scanner_finds_quantified_claims():
     assert quantifiers("Chapter 01's model and chapters 02-06 describe it.") == []
     assert quantifiers("In float16 it overflows.") == []
     assert quantifiers("None of this depends on d_k.") == ["None"]
+    assert quantifiers("It has no vector at all, unlike the paper's Fig. 7 and Table 2.") == []
+    assert quantifiers("Nearly all of them, in Fig. 7 and 3 more.") == ["all", "3"]
     assert quantifiers("It drifts by up to 19% of its value.") == ["19%"]
     glued = "Its accuracy is {glue:text}`acc_7` at 7 pairs."
     assert _GLUE_ROLE.search(glued) and quantifiers(glued) == ["7"]
