@@ -20,6 +20,7 @@ from attnlib.checks.core import (
     forbidden_message,
     judge_case,
     judge_error,
+    name_mistakes,
 )
 from coursetools.grade.events import CaseEvent, CaseKind
 from coursetools.grade.record import Case, CaseStatus, ExerciseResult, Record, Status
@@ -134,7 +135,8 @@ def finish(
     for ex_id, points in assignment.points.items():
         exercise = exercises[ex_id]
         banned = record.forbidden.get(ex_id) if readable else None
-        verdicts = [_verdict(exercise, ex_id, case, banned, results, settings) for case in exercise.cases]
+        raw = [_verdict(exercise, ex_id, case, banned, results, settings) for case in exercise.cases]
+        verdicts = [_stored(v) for v in _named_across_cases(exercise, raw)]
         score = None
         if ex_id in held:
             complete = False  # never marks: a person decides (the reasons are in record.review)
@@ -165,8 +167,33 @@ def finish(
     return record
 
 
-def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settings) -> Case | None:
-    """One case's verdict as stored: 0 points when the answer uses a forbidden call (``banned``)."""
+def _named_across_cases(exercise: Exercise, raw: list[CaseResult | None]) -> list[CaseResult | None]:
+    """The verdicts with a mistake named only where the cases tell it apart from the other
+    registered mistakes (:func:`attnlib.checks.judge.name_mistakes`, as ``check()`` does): one
+    case alone may fit several mistakes, and naming the wrong one sends a learner to fix what
+    was right. Cases without a verdict take no part."""
+    judged = [(case, v) for case, v in zip(exercise.cases, raw, strict=True) if v is not None]
+    if not judged:
+        return raw
+    named = iter(name_mistakes(exercise, [c for c, _ in judged], [v for _, v in judged]))
+    return [next(named) if v is not None else None for v in raw]
+
+
+def _stored(verdict: CaseResult | None) -> Case | None:
+    if verdict is None:
+        return None
+    return Case(
+        verdict.case,
+        CaseStatus.parse(verdict.status),
+        verdict.hidden,
+        verdict.message,
+        verdict.misconception,
+        verdict.hint,
+    )
+
+
+def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settings) -> CaseResult | None:
+    """One case's verdict: 0 points when the answer uses a forbidden call (``banned``)."""
     if banned:
         verdict = CaseResult(
             case.name,
@@ -178,13 +205,4 @@ def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settin
         )
     else:
         verdict = judge(exercise, case, results.get((ex_id, case.name)), settings)
-    if verdict is None:
-        return None
-    return Case(
-        verdict.case,
-        CaseStatus.parse(verdict.status),
-        verdict.hidden,
-        verdict.message,
-        verdict.misconception,
-        verdict.hint,
-    )
+    return verdict
