@@ -356,8 +356,8 @@ def draw_cross_attention():
     _arrow(ax, (2.3, 5.55), (2.3, 6.5))
     # decoder
     ax.text(7.5, 8.2, "decoder (target so far)", ha="center", fontsize=FS + 1, color=GREEN)
-    _box(ax, 7.5, 0.7, 3.2, 0.8, "target tokens (shifted)", color=GREY, fill="white")
-    _box(ax, 7.5, 2.3, 4.0, 1.3, "masked self-attention\nmask: causal + target padding", color=GREEN)
+    _box(ax, 7.5, 0.75, 4.0, 1.0, "target tokens (shifted)\n+ positions", color=GREY, fill="white")
+    _box(ax, 7.5, 2.3, 4.0, 1.3, "masked self-attention\nmask: causal", color=GREEN)
     _box(
         ax,
         7.5,
@@ -369,7 +369,7 @@ def draw_cross_attention():
     )
     _box(ax, 7.5, 6.4, 4.0, 0.8, "feed-forward", color=GREEN)
     _box(ax, 7.5, 7.5, 2.6, 0.6, "next-token scores", color=GREY, fill="white", fontsize=MIN_FONT_SIZE)
-    _arrow(ax, (7.5, 1.1), (7.5, 1.65))
+    _arrow(ax, (7.5, 1.25), (7.5, 1.65))
     _arrow(ax, (7.5, 2.95), (7.5, 3.75))
     _arrow(ax, (7.5, 5.25), (7.5, 6.0))
     _arrow(ax, (7.5, 6.8), (7.5, 7.2))
