@@ -120,7 +120,8 @@ register(
             " the maximum, the old sum must be re-measured from the new one.",
             "the new maximum is the larger of the old one and the block's; every old term shrinks by"
             " the same factor, which is at most 1.",
-            "m_new = max(m, max(block)); l_new = l * exp(m - m_new) + sum(exp(block - m_new)).",
+            "that factor is e to the power (old maximum - new maximum); after rescaling, the block adds"
+            " its own exponentials, each measured from the new maximum, not the old one.",
         ),
     )
 )
@@ -493,8 +494,10 @@ register(
             "gradients of its inputs.",
             "a matrix product's gradients are products with the other factor transposed; the "
             "softmax couples a row: de_j = a_j (da_j - sum_i a_i da_i).",
-            "dV = A^T dC; dA = dC V^T; D = rowsum(dC * C); dE = A * (dA - D); "
-            "dQ = dE K / sqrt(d); dK = dE^T Q / sqrt(d).",
+            "work in the order dV, dA, dE, dQ, dK: dV and dA come from C = A V like any matrix "
+            "product; dE applies the softmax rule above to every row at once, with D holding each "
+            "row's sum; dQ and dK come from E = Q K^T / sqrt(d), a matrix product scaled by "
+            "1 / sqrt(d).",
         ),
     )
 )
