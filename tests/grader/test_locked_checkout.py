@@ -129,7 +129,11 @@ def test_a_checkout_in_the_temporary_folder_sees_no_other_folder_of_it(tmp_path,
     )
     checkout.grade({"reader": fake_class.with_answer(reader, after=[probe])})
     record = json.loads((checkout.out / "reader" / "record.json").read_text(encoding="utf-8"))
-    assert (record["status"], record["total"]) == ("graded", 0.0), record["exercises"]
+    # open() is off the exercise's allow-list, so the answer goes to review with no score (issue
+    # 34.1); its cases are still judged: every one failed, so the key was not read
+    assert (record["status"], record["total"]) == ("needs-review", None), record["exercises"]
+    cases = record["exercises"]["ex-00-1"]["cases"]
+    assert cases and all(c["status"] == "failed" for c in cases), cases
     printed = record["output"]["head"]
     # /tmp holds at most the folders on the way to the checkout and to the interpreter's
     # environment (the course's .venv, under /tmp too when the whole clone is), nothing else
