@@ -110,8 +110,9 @@ register(
             Misconception(
                 "the cosine's progress counted from step 0 instead of from the end of the warm-up",
                 _cosine_over_all_steps,
-                "the decay starts where the warm-up ends: progress is (step - warmup_steps) / "
-                "(total_steps - warmup_steps), 0 at the first step after the warm-up.",
+                "the decay starts where the warm-up ends: progress is 0 at the first step after the "
+                "warm-up and would reach 1 at total_steps, so it runs over the steps left after the "
+                "warm-up, not over all of them.",
             ),
             Misconception(
                 "no warm-up: the cosine from step 0",
@@ -131,8 +132,8 @@ register(
             "peak down to min_lr over the remaining steps.",
             "in the warm-up the rate grows by peak_lr / warmup_steps per step, starting above 0; after "
             "it, progress p goes from 0 (first step after the warm-up) towards 1 at total_steps.",
-            "after the warm-up: rate = min_lr + (peak_lr - min_lr) * 0.5 * (1 + cos(pi * p)), with p = "
-            "(step - warmup_steps) / (total_steps - warmup_steps).",
+            "after the warm-up the cosine factor 0.5 * (1 + cos(pi * p)) falls from 1 to 0 as p goes "
+            "from 0 to 1: scale and shift it so that the rate falls from peak_lr towards min_lr.",
         ),
     )
 )
@@ -259,10 +260,10 @@ register(
         forbidden=("attnlib.chapters.char_lm.top_k_logits", "attnlib.chapters.char_lm.generate_text"),
         hints=(
             "find, in each row, the value of the k-th largest logit; everything below it is removed.",
-            "torch.topk(logits, k, dim=-1).values gives the k largest values of each row, largest "
-            "first; keep the last of them as a column (..., 1) so that it broadcasts over the row.",
-            "removed logits become -inf (masked_fill with logits < threshold), so that the softmax "
-            "gives them probability 0; a k at least the row's length removes nothing.",
+            "torch.topk gives the k largest values of each row, largest first; the smallest of them "
+            "is the row's threshold, and a threshold of shape (..., 1) broadcasts over the row.",
+            "a removed logit must get probability 0 from the softmax: which value does that? And "
+            "what should a k at least the row's length remove?",
         ),
     )
 )
@@ -397,7 +398,8 @@ register(
             "at t reads the key that followed that earlier occurrence.",
             "take, for each query t of the second half, one weight from its row, then average over "
             "those queries; the leading dimensions (batch, heads) stay.",
-            "the score is the mean over t = T .. 2T - 1 of weights[..., t, t - T + 1].",
+            "index the last two dimensions with two index tensors of the same length, the queries "
+            "and, for each, its key, then average over the queries.",
         ),
     )
 )
