@@ -26,7 +26,9 @@ def test_a_model_comes_back_from_its_file(tmp_path, switches):
     model = _small(**switches)
     path = web_export.export_model(model, tmp_path / "m.json")
     data = json.loads(path.read_text())
-    assert data["format"] == web_export.FORMAT and data["parameters"] == sum(p.numel() for p in model.parameters())
+    assert data["format"] == web_export.FORMAT and data["parameters"] == sum(
+        p.numel() for p in model.parameters()
+    )
     back = web_export.load_model(path)
     for key, value in model.state_dict().items():
         assert torch.equal(back.state_dict()[key], value), key
