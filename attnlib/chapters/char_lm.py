@@ -121,9 +121,12 @@ def build_char_model(
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
+        # fmt: off
         model = TinyDecoderLM(
-            d_model, num_heads, d_ff, num_layers, max_len=context, vocab_size=vocab_size, **block_kwargs
+            d_model, num_heads, d_ff, num_layers,
+            max_len=context, vocab_size=vocab_size, **block_kwargs,
         )
+        # fmt: on
         if tie:
             model.head.weight = model.embed.weight  # (V, D): the same Parameter
     return model
