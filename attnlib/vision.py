@@ -72,7 +72,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
 
 
 def unpatchify(patches: torch.Tensor, patch_size: int, height: int, width: int) -> torch.Tensor:
-    """The inverse of :func:`patchify`: put the patches back where they came from.
+    """The inverse of :func:`~attnlib.patchify`: put the patches back where they came from.
 
     Parameters
     ----------
