@@ -312,6 +312,22 @@ def _score(record) -> float | None:
     return record["exercises"].get("ex-00-1", {}).get("score")
 
 
+def _judged_right(record) -> bool:
+    """The right answer was judged right: full marks, or, where the attack's cells use what the
+    allow-list rule holds for a person (issue 34.1: os, atexit, gc, signals ...), every case passed
+    and the record went to review with its reasons and no score (fail closed, never full marks)."""
+    cases = record["exercises"].get("ex-00-1", {}).get("cases", [])
+    if _score(record) == 1.0:
+        return True
+    return (
+        record["status"] == "needs-review"
+        and _score(record) is None
+        and bool(record["review"])
+        and bool(cases)
+        and all(c["status"] == "passed" for c in cases)
+    )
+
+
 def test_nothing_an_attack_starts_outlives_grading(attacked):
     if not ISOLATED and os.geteuid() != 0:
         pytest.skip("without namespaces or root, a process that calls setsid escapes (documented)")
@@ -327,7 +343,7 @@ def test_an_attack_and_the_next_submission_in_its_slot_grade_normally(attacked, 
     records = attacked["records"]
     attack, after = records[name], records[f"after-{name}"]
     assert (after["status"], after["total"]) == ("graded", 1.0), (after["incidents"], after["notes"])
-    assert _score(attack) == 1.0, (attack["status"], attack["incidents"], attack["notes"])
+    assert _judged_right(attack), (attack["status"], attack["incidents"], attack["notes"], attack["review"])
 
 
 def test_the_trusted_parent_survives_a_learner_that_kills_everything(attacked):
@@ -337,7 +353,7 @@ def test_the_trusted_parent_survives_a_learner_that_kills_everything(attacked):
     if not ISOLATED and os.geteuid() != 0:
         pytest.skip("without namespaces or root, the learner shares the parent's uid (documented)")
     assert "KILLER still here" in record["output"]["head"], record["output"]
-    assert (record["status"], record["total"]) == ("graded", 1.0), record["incidents"]
+    assert _judged_right(record), (record["status"], record["incidents"], record["review"])
 
 
 @pytest.mark.parametrize("name", ["stub-forger", "stub-forger-stays"])
@@ -345,7 +361,11 @@ def test_a_stub_that_forges_results_and_exits_early_earns_nothing(attacked, name
     """Issue 24: stubs untouched, a cell hunts the channel with gc, writes right outputs on
     every descriptor (as events and as replies) and exits early (or not): no marks, flagged."""
     record = attacked["records"][name]
-    assert _score(record) == 0, (record["status"], record["exercises"])
+    # no marks: 0, or no score at all where the allow-list rule holds the exercise (issue 34.1),
+    # and no case passed on the forged outputs
+    assert _score(record) in (0, None), (record["status"], record["exercises"])
+    cases = record["exercises"]["ex-00-1"]["cases"]
+    assert not any(c["status"] == "passed" for c in cases), cases
     # flagged: for what its cell uses (gc), and, when it ended its process, for that too
     assert record["status"] in ("needs-review", "kernel-died"), record["status"]
     assert any("gc" in r for r in record["review"]), record["review"]
@@ -365,7 +385,7 @@ def test_replies_written_ahead_are_dropped_and_flagged(attacked):
 
 def _probe(attacked) -> dict[str, str]:
     record = attacked["records"]["probe"]
-    assert record["total"] == 1.0, (record["status"], record["incidents"])
+    assert _judged_right(record), (record["status"], record["incidents"], record["review"])
     found = {}
     for line in record["output"]["head"].splitlines():
         if line.startswith("PROBE "):
