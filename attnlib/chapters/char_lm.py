@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlib.chapters import tiny_lm
 from attnlib.chapters.tiny_lm import TinyDecoderLM
 
 __all__ = [
@@ -291,20 +292,11 @@ def generate_text(model, prompt, max_new_tokens, temperature=1.0,
 # -- what the heads do -----------------------------------------------------------------------
 
 
-@torch.no_grad()
 def attention_maps(model: TinyDecoderLM, tokens: torch.Tensor) -> torch.Tensor:
-    """Every head's causal attention weights (layers, B, h, L, L) of a pre-norm model, eval mode."""
+    """Every head's causal attention weights (layers, B, h, L, L) of a pre-norm model, eval mode
+    (chapter 10's :func:`attnlib.chapters.tiny_lm.attention_maps`, after ``model.eval()``)."""
     model.eval()
-    maps = []
-    x = model.positions(model.embed(tokens))  # (B, L, D)
-    for block in model.blocks:
-        normed = block.norm1(x)
-        _, w = block.attn(
-            normed, normed, normed, is_causal=True, need_weights=True, average_attn_weights=False
-        )
-        maps.append(w)  # (B, h, L, L)
-        x = block(x, is_causal=True)
-    return torch.stack(maps)
+    return tiny_lm.attention_maps(model, tokens)
 
 
 def repeated_random(batch_size: int, half: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
