@@ -60,11 +60,15 @@ def load_placements(root: Path) -> dict[str, list[dict]]:
 
 
 def load_quiz(root: Path, number: str) -> dict | None:
-    """The quiz of chapter ``number`` ("03"), or None when it has none."""
-    path = root / QUESTIONS_DIR / f"ch{number}.yml"
-    if not path.is_file():
+    """The quiz of chapter ``number`` ("03"), or None when it has none (read by
+    :func:`attnlib.checks.quiz.load_quiz`, as the exercise notebooks read it)."""
+    from attnlib.checks.quiz import QuizUnavailable
+    from attnlib.checks.quiz import load_quiz as load_questions
+
+    try:
+        return load_questions(number, quiz_dir=root / QUESTIONS_DIR)
+    except QuizUnavailable:
         return None
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -359,7 +363,7 @@ def write_model(app, exception) -> None:
     # the quizzes as JSON beside the explorers, for tests and tools that read the site
     quizzes = {}
     for path in sorted((root / QUESTIONS_DIR).glob("ch[0-9][0-9].yml")):
-        quizzes[path.stem] = yaml.safe_load(path.read_text(encoding="utf-8"))
+        quizzes[path.stem] = load_quiz(root, path.stem[2:])
     (target.parent.parent / "quizzes.json").write_text(json.dumps(quizzes), encoding="utf-8")
 
 
