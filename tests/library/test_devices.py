@@ -43,7 +43,14 @@ FACTORIES = {"causal_mask", "sinusoidal_encoding", "alibi_bias", "alibi_slopes",
 # Rows whose work reads their tensors' values (a meta tensor has none): GPU only.
 _NO_DATA = {("padding_mask", "meta")}
 # Module constructors: the module is moved with ``.to(device)`` (their forward rows test that).
-CONSTRUCTORS = {"AdditiveAttention", "KVCache", "LearnedPositions", "MultiHeadAttention", "TransformerBlock"}
+CONSTRUCTORS = {
+    "AdditiveAttention",
+    "KVCache",
+    "LearnedPositions",
+    "MultiHeadAttention",
+    "PatchEmbedding",
+    "TransformerBlock",
+}
 
 TORCH_ROWS = sorted(
     name

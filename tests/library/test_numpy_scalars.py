@@ -183,6 +183,7 @@ CALLS = {
     "TransformerBlock.forward": lambda: (_block().eval(), (t(2, 3, 8),), dict(is_causal=True)),
     "TransformerBlock.new_cache": lambda: (_block().new_cache, (), dict(batch=2, capacity=5)),
     "LearnedPositions.forward": lambda: (attnlib.LearnedPositions(6, 4), (t(2, 3, 4),), dict(offset=2)),
+    "PatchEmbedding.forward": lambda: (attnlib.PatchEmbedding(2, 2, 4), (t(2, 2, 4, 6),), {}),
 }
 
 METHODS = {
@@ -190,6 +191,7 @@ METHODS = {
     "TransformerBlock.forward": attnlib.TransformerBlock.forward,
     "TransformerBlock.new_cache": attnlib.TransformerBlock.new_cache,
     "LearnedPositions.forward": attnlib.LearnedPositions.forward,
+    "PatchEmbedding.forward": attnlib.PatchEmbedding.forward,
     "AdditiveAttention.forward": attnlib.AdditiveAttention.forward,
 }
 
