@@ -47,7 +47,8 @@ def draw_induction():
     ax.text(
         5.0,
         3.15,
-        f"query t = {t}; induction head: t - T + 1 = {t - T + 1}; "
+        # two lines: on one, the text ran past the canvas and the figure was shown smaller
+        f"query t = {t}; induction head: t - T + 1 = {t - T + 1}\n"
         f"earlier occurrence: t - T = {t - T}; previous: t - 1 = {t - 1}",
         ha="center",
         va="center",

@@ -316,3 +316,21 @@ def test_building_attnlib_prints_no_deprecation_warning(tmp_path):
     assert proc.returncode == 0, out[-4000:]
     warnings = [line.strip() for line in out.splitlines() if re.search(r"warning|deprecat", line, re.I)]
     assert not warnings, "building attnlib warns:\n" + "\n".join(dict.fromkeys(warnings))
+
+
+def test_binder_pins_every_dependency_attnlib_declares():
+    """postBuild installs attnlib with ``--no-deps``, so each dependency in pyproject.toml must be
+    pinned in binder/requirements.txt (and, the same pin, in requirements.txt): a missing one is a
+    ModuleNotFoundError in every Binder notebook (pyyaml was, for the self-checks)."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    names = {re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() for d in declared}
+    binder = {}
+    for line in (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            binder[line.split("==")[0].lower()] = line.split("+")[0]
+    root = requirement_pins()
+    missing = sorted(names - set(binder))
+    assert not missing, f"binder/requirements.txt does not pin {missing} (pyproject declares {sorted(names)})"
+    differ = {n: (binder[n], root.get(n)) for n in names if binder[n] != root.get(n)}
+    assert not differ, f"binder and root pins differ: {differ}"

@@ -100,6 +100,7 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.attention_rollout": "attnlib.vision.attention_rollout",
     "attnlib.causal_mask": "attnlib.masks.causal_mask",
     "attnlib.chapters.char_lm.TinyDecoderLM": "attnlib.chapters.tiny_lm.TinyDecoderLM",
+    "attnlib.chapters.char_lm.tiny_lm": "attnlib.chapters.tiny_lm",
     "attnlib.chapters.cross_attention.MultiHeadAttention": "attnlib.modules.MultiHeadAttention",
     "attnlib.chapters.cross_attention.as_shape": "attnlib._validate.as_shape",
     "attnlib.chapters.cross_attention.causal_mask": "attnlib.masks.causal_mask",

@@ -512,3 +512,14 @@ def test_every_misconception_shows_in_a_hidden_case(exercise):
                 failing.append(case)
         assert any(c.hidden for c in failing), f"{exercise.id}: no hidden case shows {mis.name!r}"
         assert len(failing) >= 2, f"{exercise.id}: only {len(failing)} case shows {mis.name!r}"
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=_ids())
+def test_solution_cells_were_run_in_order(solution):
+    """nbval fails a reference cell that has outputs but no execution count ("Unrun reference cell
+    has outputs"): a cell added by hand must be run with the rest (``python tools/execute.py``)."""
+    nb = nbformat.read(solution, as_version=4)
+    counts = [c.execution_count for c in nb.cells if c.cell_type == "code"]
+    unrun = [i for i, c in enumerate(counts) if c is None]
+    assert not unrun, f"{solution.name}: code cells {unrun} were not run: python tools/execute.py {solution.name}"
+    assert counts == list(range(1, len(counts) + 1)), f"{solution.name}: execution counts {counts}"

@@ -22,6 +22,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from coursetools.grade import gradescope
+from helpers_skips import INTERPRETER_SKIP
 
 pytestmark = pytest.mark.grader
 
@@ -64,7 +65,7 @@ def test_the_pins_need_the_python_setup_sh_asks_for():
 def test_setup_sh_builds_the_environment_with_a_python_every_pin_installs_on(tmp_path, image, base_minor):
     base, py311 = _interpreter(base_minor), _interpreter(11)
     if base is None or py311 is None:
-        pytest.skip(f"no Python 3.{base_minor} or 3.11 on this machine to stand for {image}")
+        pytest.skip(f"{INTERPRETER_SKIP} {image} (Python 3.{base_minor} and 3.11 wanted)")
     bin_dir = tmp_path / "bin"  # the image's PATH: its python3, and apt-get
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(base)
