@@ -295,13 +295,23 @@ class Spread:
         return sorted({run["threads"] for run in self.runs})
 
     def conditions(self) -> str:
-        """E.g. ``"5 seeds, 3 float paths (AVX2, AVX512, DEFAULT), 1 and 2 threads"``."""
+        """E.g. ``"5 seeds, 3 float paths (AVX2, AVX512, DEFAULT), 1 and 2 threads"``.
+
+        Where the runs do not cover every combination of those seeds, paths and thread
+        counts (extra seeds run on one path only, say), it says how many they cover:
+        ``"...; 24 of the 54 combinations"``, so the text never reads as the full grid.
+        """
         caps = self.capabilities
         threads = " and ".join(str(t) for t in self.thread_counts)
-        return (
+        text = (
             f"{len(self.seeds)} seeds, {len(caps)} float paths ({', '.join(caps)}), "
             f"{threads} thread{'s' if self.thread_counts != [1] else ''}"
         )
+        covered = {(run["seed"], run["capability"], run["threads"]) for run in self.runs}
+        grid = len(self.seeds) * len(caps) * len(self.thread_counts)
+        if len(covered) < grid:
+            text += f"; {len(covered)} of the {grid} combinations"
+        return text
 
     def describe(self, metric: str, here: float, fmt: str = ".2f") -> str:
         """``"0.74 here; 0.70-0.86 over 5 seeds, 3 float paths (...), 1 and 2 threads"``."""
