@@ -18,23 +18,35 @@ Usage (from the repository root)::
     .venv/bin/python tools/setup_cell.py            # book/*.ipynb and solutions/*.ipynb
     .venv/bin/python tools/setup_cell.py book/03-qkv.ipynb
     .venv/bin/python tools/setup_cell.py --check    # exit 1 if a notebook lacks the current cell
-    .venv/bin/python -m attnlib.assign              # then regenerate exercises/ from solutions/
+    .venv/bin/python -m coursetools.assign          # then regenerate exercises/ from solutions/
 
-The cell names the course's repository, found as the website finds it
-(book/_ext/course_repository.py): ``COURSE_REPOSITORY``, else the checkout's git
-remote ``origin`` when it is on GitHub; ``COURSE_BRANCH`` or ``repository.branch``
-of ``_config.yml`` gives the branch. A notebook opened in Colab from the site's
-launch button then installs attnlib from that same repository and branch. With no
-repository known, the cell installs nothing from the network: where attnlib is
-missing it stops with a message that says how to install it. Publishing the
-course at a new address is therefore::
+Where the cell installs attnlib from, in a checkout's notebook of ``book/``,
+``solutions/`` or ``exercises/``, that checkout first (a JupyterHub's clone); else
+
+* the course's repository, found as the website finds it
+  (book/_ext/course_repository.py): ``COURSE_REPOSITORY``, else the checkout's git
+  remote ``origin`` when it is on GitHub; ``COURSE_BRANCH`` or ``repository.branch``
+  of ``_config.yml`` gives the branch. A notebook opened in Colab from the site's
+  launch button then installs attnlib from that same repository and branch;
+* with no repository known, the learner's wheel ``attnlib-<version>-py3-none-any.whl``
+  beside the notebook (its folder; Colab's ``/content``); where there is none the
+  cell stops with one line that says which file to download from the course's
+  website and the exact ``%pip install`` command. Nothing is fetched from an
+  address that may not exist.
+
+The website ships that wheel (``_static/``) and rewrites the cell of the notebooks it
+offers for download so that, when the site's address is known (``COURSE_SITE_URL`` or
+``html.baseurl``) and no repository is, they install the wheel from the site they came
+from (``setup_source(..., wheel_url=...)``, book/_ext/course_wheel.py). Publishing the
+course at a new repository is therefore::
 
     export COURSE_REPOSITORY=https://github.com/<org>/<repo>
-    .venv/bin/python tools/setup_cell.py && .venv/bin/python -m attnlib.assign
+    .venv/bin/python tools/setup_cell.py && .venv/bin/python -m coursetools.assign
 
 The cell does not change what a notebook prints where attnlib is installed
 (nothing), so solutions need no re-execution. Running the tool twice changes
-nothing the second time.
+nothing the second time; changing attnlib's version (pyproject.toml) changes the
+wheel's name in the cell, and ``--check`` says so.
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import course_wheel  # noqa: E402 (the wheel the website ships)
 from course_repository import CourseRepository, find_repository  # noqa: E402 (the site's own rule)
 
 sys.path.pop(0)
@@ -77,15 +90,28 @@ FROM_REPOSITORY = """\
     if (_checkout / "attnlib" / "__init__.py").is_file():
         _source = str(_checkout)
 """
-# Unknown: nothing is fetched from an address that may not exist.
-FROM_CHECKOUT_ONLY = """\
-    if not (_checkout / "attnlib" / "__init__.py").is_file():
+# The site's address is known (book/_ext/course_wheel.py): the wheel the site ships.
+FROM_SITE = """\
+    _source = "{wheel_url}"
+    if (_checkout / "attnlib" / "__init__.py").is_file():
+        _source = str(_checkout)
+"""
+# Neither: nothing is fetched from an address that may not exist. The wheel beside the
+# notebook (downloaded from the site), else one line that says what to do.
+FROM_WHEEL_BESIDE = """\
+    _wheel = Path.cwd() / "{wheel}"
+    if (_checkout / "attnlib" / "__init__.py").is_file():
+        _source = str(_checkout)
+    elif _wheel.is_file():
+        _source = str(_wheel)
+    else:
         raise ModuleNotFoundError(
-            "attnlib is not installed. Install it from the course's repository"
-            " (your instructor gives its address), then run this cell again:\\n"
-            "    %pip install git+https://github.com/<org>/<repo>.git"
+            "attnlib is not installed: download {wheel}"
+            " (the attnlib wheel, linked under each chapter's title on the"
+            " course website) into this notebook's folder (Colab: upload it"
+            " to /content) and run this cell again, or run:"
+            " %pip install {wheel}"
         )
-    _source = str(_checkout)
 """
 FOOTER = """\
     _pip = [sys.executable, "-m", "pip", "install", "--quiet", _source]
@@ -100,12 +126,25 @@ def course_repository(root: Path = ROOT, environ=None) -> CourseRepository:
     return find_repository(root, branch, environ)
 
 
-def setup_source(root: Path = ROOT, repository: CourseRepository | None = None) -> str:
-    """The setup cell's code for ``repository`` (default: the one the site links to)."""
+def wheel_filename(root: Path = ROOT) -> str:
+    """The learner's wheel, ``attnlib-<version>-py3-none-any.whl`` (the website ships it in ``_static/``)."""
+    return course_wheel.wheel_filename(root)
+
+
+def setup_source(
+    root: Path = ROOT, repository: CourseRepository | None = None, wheel_url: str | None = None
+) -> str:
+    """The setup cell's code for ``repository`` (default: the one the site links to).
+
+    Without a repository, ``wheel_url`` (the website's copy of the wheel) is the source;
+    without either, the wheel beside the notebook (and a message where there is none).
+    """
     repository = course_repository(root) if repository is None else repository
-    if repository.pip_source is None:
-        return HEADER + FROM_CHECKOUT_ONLY + FOOTER
-    return HEADER + FROM_REPOSITORY.format(pip_source=repository.pip_source) + FOOTER
+    if repository.pip_source is not None:
+        return HEADER + FROM_REPOSITORY.format(pip_source=repository.pip_source) + FOOTER
+    if wheel_url is not None:
+        return HEADER + FROM_SITE.format(wheel_url=wheel_url) + FOOTER
+    return HEADER + FROM_WHEEL_BESIDE.format(wheel=wheel_filename(root)) + FOOTER
 
 
 def is_setup_cell(cell) -> bool:
@@ -173,13 +212,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if apply(nb, source):
             nbformat.validate(nb)
-            # The same layout as Jupyter and attnlib.assign: one-space indent, trailing newline.
+            # The same layout as Jupyter and coursetools.assign: one-space indent, trailing newline.
             path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
             print(f"updated {path}")
     if args.check:
         if bad:
             repository = course_repository()
-            print(f"the setup cell installs attnlib from: {repository.pip_source or 'a checkout only'}")
+            beside = f"a checkout, else {wheel_filename()} beside the notebook"
+            print(f"the setup cell installs attnlib from: {repository.pip_source or beside}")
             print(f"(the repository: {repository.url or 'none'}, from {repository.source})")
         for path in bad:
             shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path

@@ -3,7 +3,8 @@
 A chapter ``book/NN-slug`` whose exercise notebook ``exercises/NN-slug.ipynb`` exists gets,
 right after its title, a box "Exercises for this chapter" with
 
-* a download of the notebook (copied into the site as ``_exercises/NN-slug.ipynb``);
+* a download of the notebook (copied into the site as ``_exercises/NN-slug.ipynb``) and of
+  the learner's attnlib wheel that its setup cell names (book/_ext/course_wheel.py);
 * when the course's repository is known (book/_ext/course_repository.py), links that open
   ``exercises/NN-slug.ipynb`` in Binder and in Colab, and in the JupyterHub named by
   ``COURSE_JUPYTERHUB`` (an nbgitpuller link), built the same way as the theme's launch
@@ -44,6 +45,13 @@ def exercise_links(
     return links
 
 
+def _wheel_name(app) -> str:
+    """The learner's wheel that book/_ext/course_wheel.py puts into the site's ``_static/``."""
+    from course_wheel import wheel_filename
+
+    return wheel_filename(Path(app.confdir))
+
+
 def _add_box(app, doctree) -> None:
     from docutils import nodes
 
@@ -74,7 +82,12 @@ def _add_box(app, doctree) -> None:
     for label, url in links:
         para += nodes.Text(", open it in ")
         para += nodes.reference("", label, refuri=url, classes=["course-launch"])
-    para += nodes.Text(".")
+    # The notebook's setup cell names this file where it cannot install attnlib by itself.
+    para += nodes.Text(". Where attnlib is missing (Colab), its first cell installs it; download ")
+    para += nodes.reference(
+        "", "the attnlib wheel", refuri=f"../_static/{_wheel_name(app)}", classes=["course-wheel"]
+    )
+    para += nodes.Text(" too if the cell asks for it.")
     box += para
     sections = [n for n in doctree.findall(nodes.section)]
     if sections:

@@ -182,6 +182,15 @@ def check_links(html: Path, root: Path, repository: CourseRepository) -> int:
     return checked
 
 
+def _without_setup_cell(path: Path) -> str:
+    """The notebook at ``path`` without its setup cell (tools/setup_cell.py), as text."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if "setup" not in c.get("metadata", {}).get("tags", [])]
+    return nbformat.writes(nb)
+
+
 def check_exercise_links(html: Path, root: Path, repository: CourseRepository) -> int:
     """Every chapter page links its exercise notebook: a download in the site, and launches of exercises/."""
     from bs4 import BeautifulSoup
@@ -198,7 +207,8 @@ def check_exercise_links(html: Path, root: Path, repository: CourseRepository) -
         assert download is not None, f"{entry}: the exercises box has no download link"
         target = (html / entry).parent / unquote(download["href"])
         assert target.resolve().is_file(), f"{entry}: {download['href']} is not in the site"
-        assert target.read_bytes() == (root / "exercises" / f"{stem}.ipynb").read_bytes()
+        # The site's copy is the exercise notebook; only its setup cell is the site's (course_wheel.py).
+        assert _without_setup_cell(target) == _without_setup_cell(root / "exercises" / f"{stem}.ipynb")
         launches = {a.get_text(strip=True): a["href"] for a in box.select("a.course-launch")}
         checked += 1
         if repository.url is None:
@@ -501,9 +511,16 @@ def test_setup_cell_installs_from_the_sites_repository_or_says_what_to_do(repo_r
     (pip,) = _run_setup_cell(known, checkout / "book", monkeypatch)  # a JupyterHub's nbgitpuller clone
     assert pip[-1] == str(checkout), pip
 
+    # No repository known (issue 38.4): nothing is fetched from a guessed address, and no
+    # placeholder: the wheel beside the notebook (the site's download), else one line saying so.
     unknown = setup_cell.setup_source(repo_root, CourseRepository(None, "main", "unknown"))
-    assert "git+https://github.com/<org>/<repo>.git" in unknown, "the placeholder is shown, never fetched"
-    with pytest.raises(ModuleNotFoundError, match="%pip install git\\+https://github.com/<org>/<repo>.git"):
+    wheel = setup_cell.wheel_filename(repo_root)
+    assert "<org>" not in unknown and "git+" not in unknown, unknown
+    with pytest.raises(ModuleNotFoundError, match=f"download {wheel} .*%pip install {wheel}$") as stopped:
         _run_setup_cell(unknown, colab, monkeypatch)
+    assert "\n" not in str(stopped.value), "one line"
+    (colab / wheel).write_bytes(b"")  # saved beside the notebook (Colab: uploaded to /content)
+    (pip,) = _run_setup_cell(unknown, colab, monkeypatch)
+    assert pip[-1] == str(colab / wheel), pip
     (pip,) = _run_setup_cell(unknown, checkout / "book", monkeypatch)
     assert pip[-1] == str(checkout), pip
