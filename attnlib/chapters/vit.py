@@ -278,7 +278,13 @@ def rollout_on_ink(model: TinyViT, images: torch.Tensor) -> tuple[float, float]:
     return on_ink.mean().item(), ink.float().mean().item()
 
 
-def trained(kind: str, seed: int, images: torch.Tensor, labels: torch.Tensor, **kwargs) -> nn.Module:
+def trained(
+    kind: str,
+    seed: int,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    **kwargs,
+) -> nn.Module:
     """:func:`build` then :func:`train` with the kind's learning rate: the recipe of every model here."""
     model = build(kind, seed, **kwargs)
     train(model, images, labels, lr=LEARNING_RATES[kind], seed=seed)
