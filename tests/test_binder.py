@@ -13,6 +13,11 @@ and executes every chapter (``book/``) and every exercise notebook
   and without attnlib; the notebook's setup cell (``tools/setup_cell.py``, as
   the tool writes it for a known repository, here pointed at the copy) must
   install what is missing, and only attnlib's own needs.
+* **A notebook downloaded from a site without a repository** (issue 38.4): the
+  wheel the site ships (book/_ext/course_wheel.py), served over HTTP with the
+  notebook whose setup cell the build rewrote for that address, installs in a
+  fresh Colab-like environment and the notebook runs; without the address, the
+  wheel saved beside the notebook installs, and without it one line says how.
 
 pip reads binder/requirements.txt as Binder does, ``--extra-index-url`` of
 PyTorch's CPU wheels included. Where that index cannot be reached (an offline
@@ -334,3 +339,115 @@ def test_binder_pins_every_dependency_attnlib_declares():
     assert not missing, f"binder/requirements.txt does not pin {missing} (pyproject declares {sorted(names)})"
     differ = {n: (binder[n], root.get(n)) for n in names if binder[n] != root.get(n)}
     assert not differ, f"binder and root pins differ: {differ}"
+
+
+def course_wheel_module():
+    spec = importlib.util.spec_from_file_location("course_wheel", ROOT / "book" / "_ext" / "course_wheel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def serve(folder: Path):
+    """An HTTP server for ``folder`` on 127.0.0.1 (a thread); return it and its address with a slash."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def test_a_notebook_downloaded_from_a_site_without_repository_installs_the_sites_wheel(tmp_path):
+    """Issue 38.4: the site (no repository known) ships the wheel; its downloads install it.
+
+    The wheel is built as the site's build builds it (book/_ext/course_wheel.py), served
+    over HTTP with an exercise notebook whose setup cell is rewritten as the build rewrites
+    it for that address. The notebook, downloaded into a Colab-like folder and run in a
+    fresh environment without attnlib, installs the wheel from the site and runs to its
+    end. Then, as a site whose address was unknown at build time: the wheel saved beside
+    the notebook is installed; without it the cell stops with the one line that says what
+    to do.
+    """
+    from urllib.request import urlopen
+
+    course_wheel = course_wheel_module()
+    setup_cell = setup_cell_module()
+    no_repository = SimpleNamespace(pip_source=None)
+    log: list[str] = []
+
+    # The site: the wheel, and the exercise notebook the chapter's box offers for download.
+    site = tmp_path / "site"
+    (site / "_exercises").mkdir(parents=True)
+    wheel = course_wheel.build_wheel(ROOT, tmp_path / "wheel")
+    stem = "03-queries-keys-values.ipynb"
+    shutil.copy2(ROOT / "exercises" / stem, site / "_exercises" / stem)
+    server, address = serve(site)
+    try:
+        source = course_wheel.site_setup_source(ROOT, address, no_repository)
+        url = course_wheel.wheel_url(address, wheel.name)
+        assert f'_source = "{url}"' in source, source
+        changed = course_wheel.publish(ROOT, site, wheel, source)
+        assert changed == [site / "_exercises" / stem]
+
+        content = tmp_path / "content"  # Colab's folder: no checkout around it
+        content.mkdir()
+        with urlopen(f"{address}_exercises/{stem}") as response:
+            (content / stem).write_bytes(response.read())
+
+        python, env = fresh_venv(tmp_path / "colab-env", log)
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        pins = requirement_pins()
+        colab = [pins[name] for name in ("torch", "numpy", "pyyaml", "matplotlib", "ipykernel", "nbclient")]
+        proc = run([str(python), "-m", "pip", "install", *colab], log, env=env)
+        assert proc.returncode == 0, log[-1]
+        before = installed(python, env)
+        assert "attnlib" not in before
+
+        results = execute_notebooks(python, env, [content / stem], tmp_path, log)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not failures(results), "the downloaded notebook fails:\n" + failures(results)
+    after = installed(python, env)
+    assert set(after) - set(before) == {"attnlib"}, sorted(set(after) - set(before))
+    assert not {n for n in before if after.get(n) != before[n]}, "the setup cell replaced packages"
+    code = "import importlib.metadata as m; print(m.distribution('attnlib').read_text('direct_url.json'))"
+    origin = json.loads(python_in(python, env, code))
+    assert origin["url"] == url, f"attnlib came from {origin['url']}, not the site's {url}"
+
+    # A site built without its address: the wheel saved beside the notebook, else one line.
+    proc = run([str(python), "-m", "pip", "uninstall", "--yes", "attnlib"], log, env=env)
+    assert proc.returncode == 0, log[-1]
+    beside = setup_cell.setup_source(ROOT, no_repository)
+    assert beside == course_wheel.site_setup_source(ROOT, None, no_repository)
+    probe = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(beside),
+            nbformat.v4.new_code_cell("import attnlib.checks\nprint(attnlib.__file__)"),
+        ]
+    )
+    for folder, with_wheel in (("saved", True), ("alone", False)):
+        (tmp_path / folder).mkdir()
+        if with_wheel:
+            shutil.copy2(wheel, tmp_path / folder / wheel.name)
+        nbformat.write(probe, tmp_path / folder / "downloaded.ipynb")
+    results = execute_notebooks(
+        python,
+        env,
+        [tmp_path / "alone" / "downloaded.ipynb", tmp_path / "saved" / "downloaded.ipynb"],
+        tmp_path,
+        log,
+    )
+    alone = ANSI_COLOUR.sub("", results[str(tmp_path / "alone" / "downloaded.ipynb")]["error"] or "")
+    assert f"ModuleNotFoundError: attnlib is not installed: download {wheel.name}" in alone, alone
+    assert f"%pip install {wheel.name}" in alone and "<org>" not in alone, alone
+    saved = results[str(tmp_path / "saved" / "downloaded.ipynb")]
+    assert saved["error"] is None, saved["error"]
+    origin = json.loads(python_in(python, env, code))
+    assert origin["url"] == (tmp_path / "saved" / wheel.name).as_uri(), origin
