@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Build the website into _build/html (strict: every warning is an error).
 # Extra arguments go to jupyter-book, e.g.  bash tools/build-book.sh --all
+# The site ships the learner's attnlib wheel (_static/) and writes into the notebooks it offers
+# for download where to install it from: COURSE_REPOSITORY, else the site's address
+# (COURSE_SITE_URL, else html.baseurl of _config.yml), else the wheel beside the notebook
+# (book/_ext/course_wheel.py; the log's "course_wheel:" line says which).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
