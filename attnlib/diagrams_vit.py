@@ -81,7 +81,7 @@ def draw_vit():
         r, c = divmod(n, 4)
         _pixels(ax, DIGIT[2 * r : 2 * r + 2, 2 * c : 2 * c + 2], x - tile, tiles_y, tile, edge=ORANGE)
     ax.text(
-        (xs[0] + xs[-1]) / 2, 0.55, "2x2 patches 1 ... 16, row by row", ha="center", fontsize=FS, color=ORANGE
+        (xs[0] + xs[-1]) / 2, 0.55, "2x2 patches 0 ... 15, row by row", ha="center", fontsize=FS, color=ORANGE
     )
     ax.text((xs[0] + xs[-1]) / 2, 0.1, "each flattened, one linear map", ha="center", fontsize=FS)
 
