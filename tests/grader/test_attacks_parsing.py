@@ -104,6 +104,7 @@ def test_a_cell_too_deep_for_the_check_is_flagged_not_passed(assignment):
     assert seconds < 10, seconds
 
 
+@pytest.mark.slow
 def test_the_code_object_that_was_evaluated_is_checked(assignment):
     """The run reports where the evaluated function was defined: a later cell that redefines it
     (evaluated again at the end) is read; a function not written in a cell is flagged."""

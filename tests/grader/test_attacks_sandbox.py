@@ -328,17 +328,20 @@ def _judged_right(record) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_nothing_an_attack_starts_outlives_grading(attacked):
     if not ISOLATED and os.geteuid() != 0:
         pytest.skip("without namespaces or root, a process that calls setsid escapes (documented)")
     assert attacked["survivors"] == []
 
 
+@pytest.mark.slow
 def test_every_run_cgroup_is_removed(attacked):
     assert attacked["groups"] == []
 
 
 @pytest.mark.parametrize("name", sorted(ESCAPES))
+@pytest.mark.slow
 def test_an_attack_and_the_next_submission_in_its_slot_grade_normally(attacked, name):
     records = attacked["records"]
     attack, after = records[name], records[f"after-{name}"]
@@ -346,6 +349,7 @@ def test_an_attack_and_the_next_submission_in_its_slot_grade_normally(attacked, 
     assert _judged_right(attack), (attack["status"], attack["incidents"], attack["notes"], attack["review"])
 
 
+@pytest.mark.slow
 def test_the_trusted_parent_survives_a_learner_that_kills_everything(attacked):
     """kill(1), kill(parent) and kill(-1) from the learner: the trusted parent (PID 1 of the
     namespace, or another uid) is out of its reach; the run goes on."""
@@ -357,6 +361,7 @@ def test_the_trusted_parent_survives_a_learner_that_kills_everything(attacked):
 
 
 @pytest.mark.parametrize("name", ["stub-forger", "stub-forger-stays"])
+@pytest.mark.slow
 def test_a_stub_that_forges_results_and_exits_early_earns_nothing(attacked, name):
     """Issue 24: stubs untouched, a cell hunts the channel with gc, writes right outputs on
     every descriptor (as events and as replies) and exits early (or not): no marks, flagged."""
@@ -377,6 +382,7 @@ def test_a_stub_that_forges_results_and_exits_early_earns_nothing(attacked, name
     assert attacked["records"]["after-stub-forger"]["total"] == 1.0
 
 
+@pytest.mark.slow
 def test_replies_written_ahead_are_dropped_and_flagged(attacked):
     record = attacked["records"]["ahead"]
     assert _score(record) == 0, record["exercises"]
@@ -395,6 +401,7 @@ def _probe(attacked) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("label", ["parent-fds", "parent-mem", "parent-environ"])
+@pytest.mark.slow
 def test_the_learner_cannot_reach_the_trusted_parents_descriptors_or_memory(attacked, label):
     if not ISOLATED and attacked["records"]["probe"]["isolation"]["uid"] == 0:
         pytest.skip("without namespaces, a learner that stays root reads everything (documented)")
@@ -403,6 +410,7 @@ def test_the_learner_cannot_reach_the_trusted_parents_descriptors_or_memory(atta
 
 
 @pytest.mark.parametrize("label", ["unix-run", "unix-tmp", "unix-abstract", "inet", "netlink"])
+@pytest.mark.slow
 def test_no_socket_reaches_out(attacked, label):
     if not ISOLATED:
         pytest.skip("without namespaces the sandbox has no root of its own (documented)")
@@ -410,12 +418,14 @@ def test_no_socket_reaches_out(attacked, label):
     assert "refused" in line, line
 
 
+@pytest.mark.slow
 def test_a_socketpair_stays_possible(attacked):
     line = _probe(attacked)["socketpair"]
     assert "OPEN" in line, line
 
 
 @pytest.mark.parametrize("label", ["mount", "unshare"])
+@pytest.mark.slow
 def test_mounts_and_namespaces_are_refused(attacked, label):
     if not ISOLATED:
         pytest.skip("without namespaces the sandbox has no root of its own (documented)")
@@ -423,6 +433,7 @@ def test_mounts_and_namespaces_are_refused(attacked, label):
     assert "refused" in line, line
 
 
+@pytest.mark.slow
 def test_the_temporary_folder_is_empty_and_the_check_modules_absent(attacked):
     if not ISOLATED:
         pytest.skip("without namespaces the sandbox has no root of its own (documented)")
@@ -436,6 +447,7 @@ def test_the_temporary_folder_is_empty_and_the_check_modules_absent(attacked):
 
 
 @pytest.mark.parametrize("label", ["secret", "submissions", "out", "solutions", "git"])
+@pytest.mark.slow
 def test_hidden_folders_are_absent_and_unnamed(attacked, label):
     if not ISOLATED:
         pytest.skip("without namespaces the sandbox has no root of its own (documented)")
@@ -444,6 +456,7 @@ def test_hidden_folders_are_absent_and_unnamed(attacked, label):
     assert probe[f"exists {label}"].endswith("False"), probe[f"exists {label}"]
 
 
+@pytest.mark.slow
 def test_the_learner_is_not_pid_1_and_has_a_seccomp_filter(attacked):
     record = attacked["records"]["probe"]
     isolation = record["isolation"]

@@ -209,6 +209,7 @@ def test_the_report_opens_from_disk_in_chromium(report, browser, tmp_path):
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_the_report_covers_the_students_of_the_class_only(tmp_path):
     points = {"ex-9-1": 2.0}
     records = [
@@ -225,6 +226,7 @@ def test_the_report_covers_the_students_of_the_class_only(tmp_path):
     assert "gone" not in (tmp_path / "grades.csv").read_text()
 
 
+@pytest.mark.slow
 def test_a_stray_file_is_listed_in_the_report_not_as_a_learner(tmp_path):
     records = [fake_class.record("ada", {"ex-9-1": 2.0}, {"ex-9-1": 2.0})]
     fake_class.write_graded(tmp_path, records, strays=["notes.txt", "\x1b[2J.txt"])
@@ -234,6 +236,7 @@ def test_a_stray_file_is_listed_in_the_report_not_as_a_learner(tmp_path):
     assert not (tmp_path / "feedback" / "notes.txt.md").exists()
 
 
+@pytest.mark.slow
 def test_a_section_that_fails_leaves_a_note_not_a_missing_report(tmp_path, monkeypatch):
     records = [fake_class.record(s, {"ex-9-1": 1.0}, {"ex-9-1": 2.0}) for s in ("ada", "grace")]
     for record in records:

@@ -70,6 +70,7 @@ def _gradebook(out: Path) -> dict[str, dict]:
         return {r["student"]: r for r in csv.DictReader(fh)}
 
 
+@pytest.mark.slow
 def test_canvas_gradebook_and_feedback_files_round_trip(tmp_path):
     out, _ = _graded_class(tmp_path, CANVAS_MEMBERS, SCORES)
     (out / "overrides.csv").write_text("student,exercise,points,reason\n34567,ex-00-1,0.5,shape right\n")
@@ -109,6 +110,7 @@ def test_canvas_gradebook_and_feedback_files_round_trip(tmp_path):
     assert problems == [] and len(written) == 1 + len(roster)
 
 
+@pytest.mark.slow
 def test_moodle_worksheet_and_feedback_zip_round_trip(tmp_path):
     out, _ = _graded_class(tmp_path, MOODLE_MEMBERS, {"jorg-muller-ludenscheidt-34567": 0.25})
     (out / "overrides.csv").write_text("student,exercise,points,reason\n12345,ex-00-1,0.75,regraded\n")
@@ -173,6 +175,7 @@ def test_moodle_duplicates_say_what_was_graded(tmp_path):
     assert "scratch.ipynb (not named like the assignment though newer)" in message
 
 
+@pytest.mark.slow
 def test_the_export_command(tmp_path):
     out, _ = _graded_class(tmp_path, CANVAS_MEMBERS, SCORES)
     command = [sys.executable, "-m", "coursetools.grade", "export", "canvas", str(out), str(tmp_path / "c")]
@@ -189,6 +192,7 @@ def test_the_export_command(tmp_path):
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
+@pytest.mark.slow
 def test_learners_without_an_lms_id_are_listed_not_guessed(tmp_path):
     out, _ = _graded_class(tmp_path, {"class/ada.ipynb": _nb(), "class/bob.ipynb": _nb()}, {})
     written, problems = export.export("moodle", out)
@@ -201,6 +205,7 @@ def test_learners_without_an_lms_id_are_listed_not_guessed(tmp_path):
 
 
 @pytest.mark.parametrize("lms", export.LMS)
+@pytest.mark.slow
 def test_an_export_is_the_same_twice(tmp_path, lms):
     out, _ = _graded_class(tmp_path, CANVAS_MEMBERS if lms == "canvas" else MOODLE_MEMBERS, SCORES)
     first, _ = export.export(lms, out)

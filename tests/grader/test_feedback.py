@@ -9,6 +9,7 @@ from pathlib import Path
 
 import fake_class
 import nbformat
+import pytest
 
 from coursetools.grade import parse_worker, report, runner
 from coursetools.grade.record import Record
@@ -80,6 +81,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_help_lists_every_subcommand_and_each_names_itself(capsys):
     import pytest
 
@@ -102,6 +104,7 @@ def test_skipped_cells_are_listed_by_their_code_cell_numbers():
     assert "code cells 2, 3 were skipped" in _feedback(record, show=False)
 
 
+@pytest.mark.slow
 def test_an_upload_that_is_not_a_notebook_is_named_by_the_learners_file(tmp_path):
     import csv
 

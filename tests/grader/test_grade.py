@@ -118,6 +118,7 @@ def _student_id(name: str) -> str:
 
 
 @pytest.mark.parametrize("student", STUDENTS)
+@pytest.mark.slow
 def test_each_submission_gets_the_right_score_and_status(graded, student):
     status, score, total = graded["expected"][student]
     if not ISOLATED and student in ("reads-solutions", "vandal"):
@@ -132,6 +133,7 @@ def test_each_submission_gets_the_right_score_and_status(graded, student):
     assert row["max"] == "1"
 
 
+@pytest.mark.slow
 def test_the_gradebook_has_every_submission_exactly_once(graded):
     rows = _read_csv(graded["out"])
     names = [row["student"] for row in rows]
@@ -140,6 +142,7 @@ def test_the_gradebook_has_every_submission_exactly_once(graded):
     assert list(rows[0]) == ["student", "ex-00-1", "total", "max", "status", "notes"]
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_never_a_plain_zero(graded):
     for row in _read_csv(graded["out"]):
         if row["total"] == "":
@@ -148,11 +151,13 @@ def test_a_failed_run_is_never_a_plain_zero(graded):
             assert row["total"] == "" and row["ex-00-1"] == "", row
 
 
+@pytest.mark.slow
 def test_the_batch_finishes_in_bounded_time(graded):
     bound = len(graded["expected"]) * TIMEOUT_TOTAL / JOBS + 120
     assert graded["elapsed"] < bound
 
 
+@pytest.mark.slow
 def test_nothing_outside_the_output_folder_changes(graded):
     assert graded["canary"].read_text(encoding="utf-8") == "do not touch\n"
     assert not (graded["canary"].parent / "planted.txt").exists()
@@ -165,6 +170,7 @@ def test_nothing_outside_the_output_folder_changes(graded):
     assert not (graded["out"] / ".work").exists()
 
 
+@pytest.mark.slow
 def test_no_process_of_a_submission_survives(graded):
     if os.geteuid() != 0:
         pytest.skip("sandbox uids are used only when the grader runs as root")
@@ -174,6 +180,7 @@ def test_no_process_of_a_submission_survives(graded):
     assert _sandbox_processes() == []
 
 
+@pytest.mark.slow
 def test_isolation_is_recorded(graded):
     iso = graded["records"]["correct"]["isolation"]
     assert iso["mode"] == ISOLATION
@@ -185,6 +192,7 @@ def test_isolation_is_recorded(graded):
         assert iso["uid"] >= sandbox.SANDBOX_UID_BASE
 
 
+@pytest.mark.slow
 def test_feedback_names_the_misconceptions_and_never_shows_the_solution(graded):
     fb = graded["out"] / "feedback"
     text = (fb / "mis-transposed.md").read_text(encoding="utf-8")
@@ -204,6 +212,7 @@ def test_feedback_names_the_misconceptions_and_never_shows_the_solution(graded):
     assert len(list(fb.glob("*.md"))) == len(graded["expected"])
 
 
+@pytest.mark.slow
 def test_gradescope_results(graded):
     for student, (_status, _score, total) in graded["expected"].items():
         data = json.loads((graded["out"] / _student_id(student) / "results.json").read_text(encoding="utf-8"))
@@ -217,12 +226,14 @@ def test_gradescope_results(graded):
             assert sum(t["max_score"] for t in data["tests"]) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_output_is_capped(graded):
     record = graded["records"]["output-flood"]
     assert record["output"]["bytes"] > 20_000_000
     assert len(record["output"]["head"]) + len(record["output"]["tail"]) < 40_000
 
 
+@pytest.mark.slow
 def test_rerun_keeps_finished_students_and_regrades_changed_ones(graded, tmp_path):
     out = tmp_path / "out"
     subs = tmp_path / "subs"
@@ -260,6 +271,7 @@ def _rerun_checks(graded, subs, out, settings, zygotes):
     assert all(third[k] != second[k] for k in third)
 
 
+@pytest.mark.slow
 def test_kill_9_loses_nothing_finished(graded, tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -305,6 +317,7 @@ def test_kill_9_loses_nothing_finished(graded, tmp_path):
     assert all(r["status"] != "not-graded" for r in rows.values())
 
 
+@pytest.mark.slow
 def test_a_fresh_interpreter_per_run_gives_the_same_verdicts(graded, tmp_path):
     """The fallback without the pre-warmed zygote: one new Python per run."""
     subs = tmp_path / "subs"
@@ -330,6 +343,7 @@ CHAPTERS = sorted(
 COPIES = 2
 
 
+@pytest.mark.slow
 def test_every_chapters_solution_gets_full_marks(tmp_path):
     """Copies of every chapter's official solution, graded two chapters at a time, all get full marks.
 

@@ -25,7 +25,7 @@ import pytest
 
 from coursetools.grade import gradescope
 
-pytestmark = [pytest.mark.grader, pytest.mark.slow]
+pytestmark = pytest.mark.grader
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,6 +199,7 @@ def _by_name(data: dict) -> dict[str, dict]:
     return {t["name"]: t for t in data["tests"]}
 
 
+@pytest.mark.slow
 def test_a_correct_submission_gets_full_marks(tree):
     data = _run(tree, _nb(fake_class.CORRECT))
     assert schema_errors(data) == []
@@ -211,6 +212,7 @@ def test_a_correct_submission_gets_full_marks(tree):
     assert all(t["status"] == "passed" for t in data["tests"])
 
 
+@pytest.mark.slow
 def test_a_partial_submission_gets_its_share_and_the_named_mistake(tree):
     partial = fake_class.HEADER + "    return a @ b.T\n"  # 2-D cases pass, batched ones fail
     data = _run(tree, _nb(partial), name="my-upload.ipynb")
@@ -223,6 +225,7 @@ def test_a_partial_submission_gets_its_share_and_the_named_mistake(tree):
 
 
 @pytest.mark.parametrize("isolation", ["auto", "none"])  # none: a container that forbids namespaces
+@pytest.mark.slow
 def test_a_hostile_submission_cannot_write_its_own_score(tree, isolation):
     fake = json.dumps({"score": 100, "tests": []})
     hostile = (
@@ -244,6 +247,7 @@ def test_a_hostile_submission_cannot_write_its_own_score(tree, isolation):
     assert not list(tree.rglob("solutions"))
 
 
+@pytest.mark.slow
 def test_no_notebook_still_gives_valid_results(tree):
     data = _run(tree, None)
     assert schema_errors(data) == []
@@ -251,6 +255,7 @@ def test_no_notebook_still_gives_valid_results(tree):
 
 
 @pytest.mark.parametrize("module", ["coursetools.grade", "attnlib.grade"])
+@pytest.mark.slow
 def test_the_command_and_its_alias_write_the_same_archive(module, archive, tmp_path):
     out = tmp_path / "autograder.zip"
     command = [sys.executable, "-m", module, "gradescope", ASSIGNMENT, "--out", str(out)]

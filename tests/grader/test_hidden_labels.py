@@ -28,7 +28,7 @@ from coursetools.grade.record import Record
 from coursetools.grade.scores import ClassInfo, Sources, build
 from coursetools.grade.submission import Submission, file_digest
 
-pytestmark = [pytest.mark.grader, pytest.mark.slow]
+pytestmark = pytest.mark.grader
 EX = fake_class.EX
 CASES = get_exercise(EX).cases
 FIRST_HIDDEN = next(i for i, c in enumerate(CASES) if c.hidden) + 1  # the call that meets it
@@ -91,6 +91,7 @@ def _leaks(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name, word", [("crash", "exited with code 3"), ("hang", "no progress")])
+@pytest.mark.slow
 def test_a_crash_or_hang_on_a_hidden_case_names_it_by_its_label(graded, name, word):
     record = graded[name]
     # the instructor's record names the case the run died on
@@ -102,6 +103,7 @@ def test_a_crash_or_hang_on_a_hidden_case_names_it_by_its_label(graded, name, wo
     assert HIDDEN_NAMES[0] in shown["feedback"] and HIDDEN_NAMES[0] in shown["gradescope"]
 
 
+@pytest.mark.slow
 def test_a_later_cells_error_shows_its_type_only(graded):
     record = graded["recorder"]
     errors = [e for e in record.cell_errors if e.get("etype") == "ValueError"]

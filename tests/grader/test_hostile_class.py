@@ -214,6 +214,7 @@ def hostile(tmp_path_factory):
     return {"top": top, "out": out, "expected": expected, "records": _by_file(records)}
 
 
+@pytest.mark.slow
 def test_every_file_gets_its_own_record_and_the_right_grade(hostile):
     records = hostile["records"]
     assert sorted(records) == sorted(hostile["expected"])
@@ -236,29 +237,34 @@ def test_every_file_gets_its_own_record_and_the_right_grade(hostile):
     assert (hostile["out"] / "grades.csv").is_file()  # not replaced by the student called grades.csv
 
 
+@pytest.mark.slow
 def test_ipython_syntax_runs_and_display_exists(hostile):
     record = hostile["records"]["ipython"]
     assert record["cell_errors"] == [], record["cell_errors"]
     assert any("stand-ins" in n for n in record["notes"])
 
 
+@pytest.mark.slow
 def test_printed_output_is_kept_up_to_the_end(hostile):
     out = hostile["records"]["prints-last"]["output"]
     assert "LAST-WORDS" in out["head"] + out["tail"]
 
 
+@pytest.mark.slow
 def test_the_death_signal_is_armed_after_dropping_privileges(hostile):
     """A change of credentials clears the parent-death signal; the sandbox arms it again."""
     out = hostile["records"]["pdeathsig"]["output"]
     assert "PDEATHSIG 9 UID" in out["head"], out
 
 
+@pytest.mark.slow
 def test_every_case_is_run_whatever_a_cell_rebinds(hostile):
     record = hostile["records"]["rebinds-cases"]
     cases = record["exercises"]["ex-00-1"]["cases"]
     assert len(cases) > 1 and all(c["status"] == "passed" for c in cases), cases
 
 
+@pytest.mark.slow
 def test_results_written_on_the_channel_from_a_cell_are_ignored(hostile):
     """Issue 12, then issue 24: a later cell hunts for the channel with gc to send right outputs.
     The channel lives in the sandbox's trusted parent, never in the learner's process: the hunt
@@ -271,6 +277,7 @@ def test_results_written_on_the_channel_from_a_cell_are_ignored(hostile):
     assert record["status"] == "needs-review", record["review"]
 
 
+@pytest.mark.slow
 def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
     """Issue 12: neither the sandboxed process's memory nor its file system holds the check
     modules (references, known wrong answers), so a submission that takes the channel over
@@ -286,6 +293,7 @@ def test_the_answer_key_is_out_of_the_sandboxs_reach(hostile):
     assert "NO-REGISTRY" in hostile["records"]["rebinds-cases"]["output"]["head"]
 
 
+@pytest.mark.slow
 def test_a_cell_that_reaches_into_the_harness_is_flagged(hostile):
     """The takeover is not told apart from the harness on the channel, but its cell's syntax
     tree shows what it used (gc, the harness's frames, coursetools): needs-review."""
@@ -336,6 +344,7 @@ def test_a_transcript_accepts_the_harness_order_and_refuses_the_rest():
     assert run(cell(0)) == [False]  # nothing before hello
 
 
+@pytest.mark.slow
 def test_the_cases_inputs_reach_a_process_that_cannot_import_a_check_module(tmp_path):
     """Every registered case's inputs, shipped by the grader, unpickle where every
     ``attnlib.checks.chNN_*`` import fails, equal to the grader's own; a chapter 10 input whose
@@ -416,6 +425,7 @@ def test_leftovers_on_a_sandbox_uid_are_killed():
         os.waitpid(pid, 0)
 
 
+@pytest.mark.slow
 def test_unreadable_reasons(hostile):
     assert "nested too deeply" in " ".join(hostile["records"]["deep"]["notes"])
     assert "symbolic link" in " ".join(hostile["records"]["link"]["notes"])
@@ -433,6 +443,7 @@ def _processes_with(mark: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_setsid_process_does_not_outlive_grading(hostile):
     if not ISOLATED and os.geteuid() != 0:
         pytest.skip("without namespaces or root, a process that calls setsid escapes (documented)")
@@ -442,6 +453,7 @@ def test_a_setsid_process_does_not_outlive_grading(hostile):
     assert _processes_with(SLEEP_MARK) == []
 
 
+@pytest.mark.slow
 def test_sysv_shared_memory_does_not_outlive_grading(hostile):
     table = Path("/proc/sysvipc/shm")
     if not table.exists() or not ISOLATED:
@@ -462,6 +474,7 @@ def test_two_graders_on_one_host_get_different_uids():
         sandbox.release_uids(first)
 
 
+@pytest.mark.slow
 def test_the_zygote_survives_the_thread_that_started_it():
     from coursetools.grade.zygote import Zygote
 
@@ -477,6 +490,7 @@ def test_the_zygote_survives_the_thread_that_started_it():
         zygote.close()
 
 
+@pytest.mark.slow
 def test_a_changed_assignment_regrades(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -550,6 +564,7 @@ def _exercises():
     return list(found.values()) if isinstance(found, dict) else list(found)
 
 
+@pytest.mark.slow
 def test_verdicts_from_concurrent_threads_are_right():
     """Every exercise's reference output, judged from 4 threads at once, 3 times: always passed.
 
@@ -635,6 +650,7 @@ print('ALL-CHILDREN-OK' if all(c == 0 for c in codes) else 'SOME-CHILD-KILLED', 
 """
 
 
+@pytest.mark.slow
 def test_memory_is_limited_per_submission_where_cgroups_are_writable(tmp_path):
     """Three forks of 200 MB each pass a per-process limit of 1536 MB, not a submission limit of 400 MB."""
     probe = sandbox.MemoryGroup.create(f"coursetools-grade-probe-{os.getpid()}", 64)

@@ -164,6 +164,7 @@ def test_an_id_two_learners_carry_is_reported_at_intake(tmp_path):
     assert any("LMS id 12345 is carried by 2 learners" in p for p in result.problems)
 
 
+@pytest.mark.slow
 def test_overrides_and_manual_never_apply_a_row_by_a_shared_id(tmp_path):
     out = _graded(tmp_path, SHARED)
     (out / "overrides.csv").write_text(
@@ -191,6 +192,7 @@ def test_overrides_and_manual_never_apply_a_row_by_a_shared_id(tmp_path):
     assert "ada-lovelace-12345" not in chosen
 
 
+@pytest.mark.slow
 def test_an_export_never_writes_a_shared_id(tmp_path):
     out = _graded(tmp_path, SHARED)
     written, problems = export.export("moodle", out)
@@ -202,6 +204,7 @@ def test_an_export_never_writes_a_shared_id(tmp_path):
 # --------------------------------------------------------------------------- the wrong LMS
 
 
+@pytest.mark.slow
 def test_export_to_the_other_lms_refuses_and_writes_nothing(tmp_path):
     out = _graded(tmp_path, {VICTIM: _nb(), f"hoppergrace_23456_78901_{STEM}.ipynb": _nb()})
     with pytest.raises(export.WrongLMS, match="Canvas download"):
@@ -213,6 +216,7 @@ def test_export_to_the_other_lms_refuses_and_writes_nothing(tmp_path):
     assert not (out / "export" / "moodle").exists()
 
 
+@pytest.mark.slow
 def test_export_refreshes_the_report(tmp_path):
     out = _graded(tmp_path, {VICTIM: _nb()})
     (out / "report.html").write_text("stale", encoding="utf-8")
@@ -220,6 +224,7 @@ def test_export_refreshes_the_report(tmp_path):
     assert "Class report" in (out / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_moodle_maximum_grade_is_checked_against_the_notebook(tmp_path):
     out = _graded(tmp_path, {MOODLE_VICTIM: _nb()})
     sheet = tmp_path / "moodle-worksheet.csv"
@@ -334,6 +339,7 @@ def test_no_field_of_a_cell_starts_a_formula(name):
     assert csv_cell(uncell(cell)) == cell  # and never guarded twice
 
 
+@pytest.mark.slow
 def test_full_names_with_formulas_after_a_semicolon_are_guarded_everywhere(tmp_path):
     members = {
         f"{name}_{10000 + i}_assignsubmission_file_/{STEM}.ipynb": _nb() for i, name in enumerate(NAMES)

@@ -28,6 +28,7 @@ def _feedback(out: Path, student: str) -> str:
     return (out / "feedback" / f"{student}.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_written_answer_graded_by_hand_is_not_a_change_of_the_instructor(tmp_path):
     out = _class(tmp_path, {"ada": "my answer", "grace": "hers"})
     manual.collect(out)
@@ -47,6 +48,7 @@ def test_a_written_answer_graded_by_hand_is_not_a_change_of_the_instructor(tmp_p
     assert "1 learners with a score changed by the instructor" in report.summary(final, "", 1.0)
 
 
+@pytest.mark.slow
 def test_a_comment_that_starts_like_a_formula_reaches_the_learner_as_written(tmp_path):
     out = _class(tmp_path, {"ada": "my answer"})
     manual.collect(out)
@@ -60,6 +62,7 @@ def test_a_comment_that_starts_like_a_formula_reaches_the_learner_as_written(tmp
     assert "'=" not in text and "'-1" not in text
 
 
+@pytest.mark.slow
 def test_a_score_not_final_is_never_beside_final_scores(tmp_path):
     out = _class(tmp_path, {"ada": "my answer"})
     publish(out)  # the written question is not graded yet
@@ -106,6 +109,7 @@ def test_a_damaged_notebook_is_not_called_another_kind_of_file(tmp_path):
     assert "You uploaded `answers.pdf`; the grader needs your notebook (an `.ipynb` file)." in grace
 
 
+@pytest.mark.slow
 def test_progress_lines_show_the_final_total_out_of_every_point(tmp_path):
     out = _class(tmp_path, {"ada": "my answer"})
     manual.collect(out)
@@ -125,6 +129,7 @@ def test_progress_lines_show_the_final_total_out_of_every_point(tmp_path):
     assert grade.total == 3 and f"{grade.total:g}/{grade.max:g}" == "3/3"  # the gradebook's numbers
 
 
+@pytest.mark.slow
 def test_the_overrides_command_prints_every_row_it_applied(tmp_path):
     records = [fake_class.record(s, {"ex-9-1": 1.0}, {"ex-9-1": 1.0}) for s in ("ada", "grace")]
     fake_class.write_graded(tmp_path, records)

@@ -159,6 +159,7 @@ def test_a_highly_compressed_member_is_cut_at_the_limit(tmp_path):
     assert problems and not list((tmp_path / "d").rglob("*.ipynb"))
 
 
+@pytest.mark.slow
 def test_the_roster_and_the_gradebook_columns(tmp_path):
     members = {
         f"lovelaceada_12345_67890_{STEM}.ipynb": _nb(),

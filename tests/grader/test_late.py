@@ -72,6 +72,7 @@ def test_a_bad_policy_is_reported(tmp_path, text, problem):
     assert any(problem in p for p in problems), problems
 
 
+@pytest.mark.slow
 def test_the_penalty_reaches_every_output(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

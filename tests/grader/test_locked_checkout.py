@@ -78,6 +78,7 @@ def copied_checkout() -> Callable[[Path], CopiedCheckout]:
     return make
 
 
+@pytest.mark.slow
 def test_a_checkout_below_a_0700_folder_grades_and_stays_free_of_bytecode(tmp_path, copied_checkout):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o700)
@@ -98,6 +99,7 @@ def test_a_checkout_below_a_0700_folder_grades_and_stays_free_of_bytecode(tmp_pa
     assert all(p.startswith("coursetools/__pycache__/__init__.") for p in written), written
 
 
+@pytest.mark.slow
 def test_a_checkout_in_the_temporary_folder_sees_no_other_folder_of_it(tmp_path, copied_checkout):
     """Issue 24: with the checkout under the system's temporary folder, the sandbox's root still
     holds only what grading needs: another folder of /tmp (another course's answer key) is not

@@ -111,6 +111,7 @@ def _grades(out: Path) -> dict[str, dict]:
         return {r["student"]: r for r in csv.DictReader(fh)}
 
 
+@pytest.mark.slow
 def test_answers_are_collected_scored_by_hand_and_merged_everywhere(tmp_path):
     out = _class(
         tmp_path, {"ada": "Yes: 64 numbers are plenty.", "grace": "<script>alert(1)</script>", "alan": ""}
@@ -151,6 +152,7 @@ def test_answers_are_collected_scored_by_hand_and_merged_everywhere(tmp_path):
     assert {r["student"]: r["points"] for r in _sheet(out)} == {"ada": "1.5", "alan": "0", "grace": "0"}
 
 
+@pytest.mark.slow
 def test_anonymised_sheets_hide_who_wrote_each_answer(tmp_path):
     out = _class(tmp_path, {"ada": "first answer", "grace": "second answer"})
     manual.collect(out, anonymise=True)
@@ -165,6 +167,7 @@ def test_anonymised_sheets_hide_who_wrote_each_answer(tmp_path):
     assert label.startswith("answer-")
 
 
+@pytest.mark.slow
 def test_a_score_out_of_range_or_an_unknown_learner_is_reported(tmp_path):
     out = _class(tmp_path, {"ada": "x"})
     manual.collect(out)

@@ -28,6 +28,7 @@ def _stable(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in VOLATILE}
 
 
+@pytest.mark.slow
 def test_old_and_new_grade_commands_grade_a_class_identically(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -56,6 +57,7 @@ def test_old_and_new_grade_commands_grade_a_class_identically(tmp_path):
     assert "now lives" not in new[3]
 
 
+@pytest.mark.slow
 def test_old_and_new_assign_commands_write_the_same_exercises(tmp_path):
     solution = ROOT / "solutions" / "00-how-to-use.ipynb"
     texts = {}

@@ -124,6 +124,7 @@ def _hostile_record(student: str, payload: str) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_every_output_escapes_learner_text(tmp_path, capsys):
     # learner names from a Moodle download (folder names are the learners' own), learner
     # text in the records (exception text, output, returned values)

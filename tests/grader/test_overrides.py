@@ -48,6 +48,7 @@ def _results(out: Path, student: str) -> dict:
     return json.loads((out / student / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_an_override_replaces_one_exercise_in_the_gradebook_and_gradescope(graded_out):
     out = graded_out
     (out / "overrides.csv").write_text(
@@ -71,6 +72,7 @@ def test_an_override_replaces_one_exercise_in_the_gradebook_and_gradescope(grade
     assert _results(out, "alan") == alan_before  # no override: untouched
 
 
+@pytest.mark.slow
 def test_applying_twice_changes_nothing_and_removing_a_row_restores(graded_out):
     out = graded_out
     (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-9-2,1,ok\n")
@@ -85,6 +87,7 @@ def test_applying_twice_changes_nothing_and_removing_a_row_restores(graded_out):
     assert not [t for t in _results(out, "ada")["tests"] if "adjusted" in t["name"]]
 
 
+@pytest.mark.slow
 def test_rows_that_cannot_apply_are_reported_and_skipped(graded_out):
     out = graded_out
     (out / "overrides.csv").write_text(

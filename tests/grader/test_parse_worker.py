@@ -93,6 +93,7 @@ def notebooks(tmp_path_factory) -> dict[str, Path]:
     return {p.stem: p for p in folder.glob("*.ipynb")}
 
 
+@pytest.mark.slow
 def test_the_worker_reads_as_the_grader_did(assignment, notebooks):
     """Same plan, notes and review as build_plan in this process; every code cell labelled."""
     nb = submission.read_notebook(notebooks["correct"])
@@ -107,6 +108,7 @@ def test_the_worker_reads_as_the_grader_did(assignment, notebooks):
     assert [label["number"] for label in reading.labels.values()] == list(range(1, len(code) + 1))
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_notebook_is_unreadable_with_its_reason(assignment, tmp_path):
     text = tmp_path / "answer.ipynb"
     text.write_text("not json at all", encoding="utf-8")
@@ -116,6 +118,7 @@ def test_a_file_that_is_not_a_notebook_is_unreadable_with_its_reason(assignment,
     assert reading.plan == {} and reading.labels == {}
 
 
+@pytest.mark.slow
 def test_a_notebook_slow_to_read_is_stopped_at_its_limit(assignment, notebooks):
     """Reading 100,000 cells takes seconds: the worker is stopped after LIMIT (plus its grace)
     and replaced; the next notebook of the same reader is read normally."""
@@ -133,6 +136,7 @@ def test_a_notebook_slow_to_read_is_stopped_at_its_limit(assignment, notebooks):
         assert reader.started == 2
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_is_replaced(assignment, notebooks):
     """Killed between two requests, or dying in the middle of one: the request that saw it die
     fails with a reason, and the next request gets a fresh worker."""
@@ -161,6 +165,7 @@ def _wait_dead(pid: int) -> None:
     raise AssertionError(f"process {pid} did not end")
 
 
+@pytest.mark.slow
 def test_the_worker_limits_its_own_cpu_time(assignment, notebooks):
     """Without the parent's wall clock (a raw worker, no time limit on reading its answer), a
     request that spins is ended by the worker's own RLIMIT_CPU (SIGXCPU)."""
@@ -182,6 +187,7 @@ def test_the_worker_limits_its_own_cpu_time(assignment, notebooks):
         proc.wait()
 
 
+@pytest.mark.slow
 def test_the_worker_limits_its_memory(assignment, notebooks, tmp_path):
     """A notebook of 20 MB whose metadata holds ten million numbers takes hundreds of MiB once
     parsed: a reader given 128 MiB more than its imports ends that request with a MemoryError
@@ -270,6 +276,7 @@ def _settings(out: Path) -> Settings:
     )
 
 
+@pytest.mark.slow
 def test_a_class_goes_on_past_a_notebook_slow_to_read(notebooks, tmp_path):
     """In one class, with one job slot: the slow notebook ends unreadable within its limit (a
     note says the grader stopped reading it, nothing is scored), and the submissions after it
@@ -294,6 +301,7 @@ def test_a_class_goes_on_past_a_notebook_slow_to_read(notebooks, tmp_path):
     assert stored["status"] == Status.UNREADABLE.value
 
 
+@pytest.mark.slow
 def test_a_class_goes_on_past_a_notebook_that_crashes_the_reader(notebooks, tmp_path, monkeypatch):
     """The slot's reader dies while reading one notebook: that submission is unreadable with the
     reason, the reader is replaced, and the next submission of the slot is graded."""
@@ -315,6 +323,7 @@ def test_a_class_goes_on_past_a_notebook_that_crashes_the_reader(notebooks, tmp_
     assert records["b-correct"]["total"] == records["b-correct"]["max"]
 
 
+@pytest.mark.slow
 def test_no_worker_outlives_the_grading_run(notebooks, tmp_path):
     """Every reader the run started is gone when grade() returns."""
     subs = tmp_path / "subs"

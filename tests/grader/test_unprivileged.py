@@ -34,7 +34,7 @@ from helpers_skips import INTERPRETER_SKIP
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.grader, pytest.mark.slow]
+pytestmark = pytest.mark.grader
 NOBODY = 65534
 
 # Runs as root inside the new mount namespace, then becomes NOBODY with setpriv.
@@ -100,6 +100,7 @@ def home():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_grader_grades_a_class_as_a_non_root_user_and_says_what_it_lacks(home):
     """The command line, run by uid 65534: right grades, and a summary naming what is missing."""
     subs = home / "class"
@@ -128,6 +129,7 @@ def test_the_grader_grades_a_class_as_a_non_root_user_and_says_what_it_lacks(hom
         assert str(ROOT / "attnlib" / "checks") in isolation["hidden"]
 
 
+@pytest.mark.slow
 def test_the_hostile_class_and_the_grading_tests_pass_as_a_non_root_user(home):
     """Every other grader test (the hostile class of issue 12, grading end to end, Gradescope,
     LMS intake, the report), run by pytest as uid 65534: none fails; the skips are the
