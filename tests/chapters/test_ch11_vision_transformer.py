@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import attnlib
 from attnlib.chapters import vit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +130,30 @@ def test_binder_and_the_course_pin_the_same_scikit_learn():
         return found[0]
 
     assert pin("requirements.txt") == pin("binder/requirements.txt") == "scikit-learn==1.9.1"
+
+
+def test_at_most_three_quarters_of_the_class_tokens_rollout_reaches_the_patches(data):
+    """The chapter's caption: of the four terms of (A2/2 + I/2)(A1/2 + I/2), I/4 stays on the class token."""
+    images = data["test"][0][:16]
+    for seed in range(3):
+        grid = vit.rollout_to_image(vit.build("vit", seed), images)  # (16, 4, 4)
+        assert (grid.sum((1, 2)) <= 0.75 + 1e-6).all()
+    # and the bound is the identity's quarter: with attention only on the patches it is reached
+    weights = torch.zeros(2, 1, 1, 17, 17)
+    weights[..., 1:] = 1 / 16  # every token attends evenly to the 16 patches, never to the class token
+    rollout = attnlib.attention_rollout(weights)
+    torch.testing.assert_close(rollout[0, 0, 1:].sum(), torch.tensor(0.75))
+
+
+def test_recorded_accuracies_are_whole_images_so_the_chapter_counts_them():
+    """342/360 is stored as 0.949999988 (float32): the chapter compares round(acc * 360), never the float."""
+    from attnlib.chapters import spread
+
+    runs = spread.load("ch11")
+    for run in runs.runs:
+        m = run["metrics"]
+        values = [m[k] for k in ("vit", "cnn", "mlp", "vit_nopos", "cnn_shuffled", "mlp_shuffled")]
+        values += [*m["vit_sizes"], *m["cnn_sizes"], *m["mlp_sizes"]]
+        for acc in values:
+            assert abs(acc * vit.N_TEST - round(acc * vit.N_TEST)) < 1e-3, (run["seed"], acc)
+    assert round(0.949999988079071 * vit.N_TEST) == 342 and 0.949999988079071 < 0.95
