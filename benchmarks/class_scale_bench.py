@@ -48,8 +48,7 @@ sys.path.insert(0, str(ROOT / "tests" / "grader"))
 import fake_class  # noqa: E402
 import nbformat  # noqa: E402
 
-from coursetools.grade import intake  # noqa: E402
-from coursetools.grade.gradescope import grader_module  # noqa: E402
+from coursetools.grade import batch, intake, runner, sandbox  # noqa: E402
 from coursetools.grade.paths import Out  # noqa: E402
 from coursetools.grade.publish import publish  # noqa: E402
 
@@ -78,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and its grades here")
     args = parser.parse_args(argv)
 
-    batch, runner, sandbox = grader_module("batch"), grader_module("runner"), grader_module("sandbox")
     work = Path(tempfile.mkdtemp(prefix="class-scale-")) if args.keep is None else args.keep
     download, out = work / "download", work / "grades"
     for folder in (download, out):
@@ -94,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     settings = runner.Settings(out=out, isolation="auto")
-    records = batch.grade(STEM, staged.folder, out, args.jobs, False, settings, quiet=True)
+    records = batch.grade(STEM, staged.folder, out, jobs=args.jobs, settings=settings, quiet=True)
     phases["grading_s"] = time.perf_counter() - start
 
     layout = Out(out)

@@ -7,6 +7,14 @@ A room imports only rooms below it. The learner's package never imports
 ``coursetools``, apart from the two aliases that keep old instructor commands
 working in a checkout (``attnlib.grade``, ``attnlib.assign``).
 
+Inside ``coursetools`` the grader has floors of its own (issue 38), from the
+bottom: records and paths < isolation < grading a submission < outputs <
+publishing < commands (:data:`GRADE_FLOORS`). A module imports only its own floor
+and the floors below it, and no two modules import each other, even through an
+import inside a function: so a function-level import can only be a lazy start
+(a worker before its sandbox closes, a command that needs torch), never a way
+around a circle.
+
 Imports are read with ``ast``: ``import x``, ``from x import y``, relative
 imports, and ``importlib.import_module("x")`` / ``__import__("x")`` with a
 constant name, wherever they stand (a function body, a ``try``).
@@ -107,6 +115,199 @@ def test_the_aliases_are_the_only_way_from_attnlib_to_coursetools():
     )
     assert set(reaching) <= ALIASES, reaching
     assert reaching, "the aliases no longer import coursetools: drop them from ALIASES"
+
+
+# --------------------------------------------------------------------------- coursetools' floors
+
+# ``coursetools`` itself and ``coursetools.assign`` (the authoring tool) import attnlib only
+TOOLS_FLOOR = ("tools", ("coursetools", "coursetools.assign"))
+# coursetools/grade, from the bottom: (floor, its modules); "" is the package itself
+GRADE_FLOORS = (
+    ("records and paths", ("record", "events", "wire", "inputs", "paths", "escape", "written", "store")),
+    ("isolation", ("sandbox", "harness", "zygote")),
+    ("grading", ("submission", "similarity", "parse_worker", "process", "verdict", "runner")),
+    ("outputs", ("intake", "late", "overrides", "manual", "scores", "report", "results", "class_report")),
+    ("publishing", ("publish", "export", "batch")),
+    ("commands", ("commands", "gradescope", "classroom", "__main__", "")),
+)
+
+
+def coursetools_floors() -> dict[str, int]:
+    """``{module: floor number}`` for every module ``coursetools`` must hold (0 at the bottom)."""
+    floors = dict.fromkeys(TOOLS_FLOOR[1], 0)
+    for number, (_, modules) in enumerate(GRADE_FLOORS, start=1):
+        floors |= {("coursetools.grade." + m).rstrip("."): number for m in modules}
+    return floors
+
+
+def imported_modules(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports, wherever the import stands.
+
+    ``from P import x`` imports the module ``P.x`` when there is one, else a name of ``P``
+    (its ``__init__`` for a package); ``import P.Q`` imports ``P.Q``; a parent package that
+    Python imports on the way is not counted (it is checked as a module of its own)."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            for alias in node.names:
+                found.add(f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules else prefix)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id in ("__import__", "import_module"))
+            )
+        ):
+            found.add(node.args[0].value)
+    return {name for name in found if name in modules and name != module}
+
+
+def coursetools_imports() -> dict[str, set[str]]:
+    """``{module: the coursetools modules it imports}`` (:func:`imported_modules`)."""
+    paths = {module_name(path): path for path in sorted((ROOT / "coursetools").rglob("*.py"))}
+    return {module: imported_modules(path, set(paths)) for module, path in paths.items()}
+
+
+def coursetools_violations() -> list[str]:
+    """Imports against the floors, modules on no floor, and every circle of imports."""
+    floors = coursetools_floors()
+    names = {number: name for number, (name, _) in enumerate(GRADE_FLOORS, start=1)} | {0: TOOLS_FLOOR[0]}
+    graph = coursetools_imports()
+    found = [f"{m} is on no floor: add it to GRADE_FLOORS" for m in sorted(set(graph) - set(floors))]
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            if module in floors and target in floors and floors[target] > floors[module]:
+                below, above = names[floors[module]], names[floors[target]]
+                found.append(f"{module} ({below}) imports {target}, a floor above ({above})")
+    found += [" -> ".join(cycle) for cycle in cycles(graph)]
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle through each strongly connected group of modules (Tarjan), as a path."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    circles = []
+    for group in groups:  # walk inside the group from its first member back to it
+        path, seen = [group[0]], {group[0]}
+        while True:
+            nxt = sorted(n for n in graph[path[-1]] if n in group)
+            back = group[0] in nxt
+            if back:
+                circles.append([*path, group[0]])
+                break
+            step = next(n for n in nxt if n not in seen) if any(n not in seen for n in nxt) else nxt[0]
+            path.append(step)
+            seen.add(step)
+            if len(path) > len(group) + 1:
+                circles.append(path)
+                break
+    return circles
+
+
+def test_coursetools_floors_hold_and_no_module_imports_in_a_circle():
+    found = coursetools_violations()
+    assert not found, "imports against coursetools' floors (CONTRIBUTING.md, Layout):\n" + "\n".join(found)
+
+
+def test_every_floor_names_modules_that_exist():
+    """A floor that names a module no longer there is a stale rule (and could hide a move)."""
+    present = set(coursetools_imports())
+    assert set(coursetools_floors()) <= present, sorted(set(coursetools_floors()) - present)
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    """A synthetic coursetools tree: every module of the floors, empty, then ``files``."""
+    for module in coursetools_floors():
+        parts = module.split(".")
+        package = module in ("coursetools", "coursetools.grade")
+        path = root.joinpath(*parts, "__init__.py") if package else root.joinpath(*parts).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    for rel, source in files.items():
+        (root / rel).write_text(source, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # an output that publishes (the old overrides.apply), inside a function
+        (
+            {"coursetools/grade/overrides.py": "def apply(out):\n    from .publish import publish\n"},
+            "coursetools.grade.overrides (outputs) imports coursetools.grade.publish, a floor above",
+        ),
+        # the vocabulary reaching the grading floor, relative and at the top
+        (
+            {"coursetools/grade/record.py": "from . import runner\n"},
+            "coursetools.grade.record (records and paths) imports coursetools.grade.runner",
+        ),
+        # the authoring tool reaching the grader
+        (
+            {"coursetools/assign.py": "import coursetools.grade.batch\n"},
+            "coursetools.assign (tools) imports coursetools.grade.batch",
+        ),
+        # two outputs that import each other: a circle on one floor
+        (
+            {
+                "coursetools/grade/scores.py": "from coursetools.grade import report\n",
+                "coursetools/grade/report.py": "def f():\n    from coursetools.grade import scores\n",
+            },
+            "coursetools.grade.report -> coursetools.grade.scores -> coursetools.grade.report",
+        ),
+        # a new module nobody placed
+        ({"coursetools/grade/helpers.py": ""}, "coursetools.grade.helpers is on no floor"),
+        # the package's own name (its lazy grade()) from the grading floor
+        (
+            {"coursetools/grade/runner.py": "from coursetools.grade import grade\n"},
+            "coursetools.grade.runner (grading) imports coursetools.grade, a floor above",
+        ),
+    ],
+)
+def test_a_planted_upward_import_or_circle_is_caught(tmp_path, monkeypatch, files, expected):
+    """The checker itself, on a synthetic tree: a clean one passes, each planted defect is named."""
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    _plant(tmp_path, {})
+    assert coursetools_violations() == []
+    _plant(tmp_path, files)
+    found = coursetools_violations()
+    assert any(line.startswith(expected) for line in found), found
 
 
 @pytest.mark.parametrize(

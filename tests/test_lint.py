@@ -1,5 +1,7 @@
-"""ruff is configured in pyproject.toml and the whole repository is clean: lint and format."""
+"""ruff is configured in pyproject.toml and the whole repository is clean: lint and format;
+mypy (configured there too, [tool.mypy]) finds no error in coursetools."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,18 @@ def test_ruff_format_is_clean(repo_root):
         text=True,
     )
     assert proc.returncode == 0, "run `ruff format` on:\n" + proc.stdout + proc.stderr
+
+
+def test_mypy_is_clean_over_coursetools(repo_root):
+    """The grader is type-checked: `mypy` with pyproject.toml's [tool.mypy] (files = coursetools)."""
+    mypy = Path(sys.executable).with_name("mypy")
+    proc = subprocess.run(
+        [str(mypy), "--config-file", "pyproject.toml", "--cache-dir", os.devnull],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and "Success: no issues found" in proc.stdout, proc.stdout + proc.stderr
 
 
 GOOGLE_SECTIONS = (

@@ -1,28 +1,40 @@
-"""Command line: ``python -m coursetools.grade ASSIGNMENT SUBMISSIONS --out OUT``."""
+"""The grader's one command line: ``python -m coursetools.grade ASSIGNMENT SUBMISSIONS --out OUT``.
+
+SUBMISSIONS is a folder, or an LMS download (a .zip, or a folder with Canvas or Moodle
+names) that is staged first (:func:`coursetools.grade.intake.prepare`); the class is graded
+(:func:`coursetools.grade.batch.grade`), which ends by rendering every output once
+(:func:`coursetools.grade.publish.publish`). ``python -m coursetools.grade NAME ...`` runs a
+command of :mod:`.commands` (``report``, ``overrides``, ``manual``, ``export``) or builds
+Gradescope's archive (``gradescope``). The grading run and the archive import the checks
+(and torch), so they are imported when asked for, not to rewrite a report.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from coursetools.grade.commands import COMMANDS
 from coursetools.grade.escape import terminal
-from coursetools.grade.runner import Settings
+from coursetools.grade.intake import prepare
+from coursetools.grade.paths import ROOT
+from coursetools.grade.scores import compute
+from coursetools.grade.submission import resolve_assignment
 
-# python -m coursetools.grade SUBCOMMAND ...: (module, one line of help)
-SUBCOMMANDS = {
-    "report": (
-        "class_report",
-        "rewrite OUT/report.html and every output from OUT's records, without regrading",
-    ),
-    "overrides": ("overrides", "merge OUT/overrides.csv (and manual scores, late.toml) into every output"),
-    "manual": ("manual", "collect the written answers into OUT/manual/ to score them by hand"),
-    "export": (
-        "export",
-        "write the gradebook and feedback for Canvas or Moodle: export canvas|moodle OUT_DIR",
-    ),
-    "gradescope": ("gradescope", "write Gradescope's autograder archive for an assignment"),
+
+def _gradescope(argv: list[str]) -> int:
+    from coursetools.grade import gradescope  # the archive's run grades: imported when asked for
+
+    return gradescope.main(argv)
+
+
+# python -m coursetools.grade SUBCOMMAND ...: (its main, one line of help)
+SUBCOMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
+    **{command.name: (command.main, command.help) for command in COMMANDS},
+    "gradescope": (_gradescope, "write Gradescope's autograder archive for an assignment"),
 }
 EPILOG = "subcommands (each has --help):\n" + "\n".join(
     f"  python -m coursetools.grade {name:<11} {text}" for name, (_, text) in SUBCOMMANDS.items()
@@ -32,10 +44,7 @@ EPILOG = "subcommands (each has --help):\n" + "\n".join(
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] and argv[0] in SUBCOMMANDS:
-        import importlib
-
-        module = importlib.import_module(f"coursetools.grade.{SUBCOMMANDS[argv[0]][0]}")
-        return module.main(argv[1:])
+        return SUBCOMMANDS[argv[0]][0](argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m coursetools.grade",
         usage="python -m coursetools.grade ASSIGNMENT SUBMISSIONS [--out OUT] [options]\n"
@@ -78,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.submissions.is_dir() or (args.submissions.is_file() and args.submissions.suffix == ".zip")):
         parser.error(f"{args.submissions} is not a folder or a .zip")
+    # the grading run imports the checks (and torch): not needed to rewrite a report
     from coursetools.grade.batch import grade
+    from coursetools.grade.runner import Settings
 
     settings = Settings(
         out=args.out,
@@ -88,19 +99,16 @@ def main(argv: list[str] | None = None) -> int:
         isolation=args.isolation,
         hide=tuple(str(p.resolve()) for p in args.hide),
     )
-    from coursetools.grade import classroom
-    from coursetools.grade.submission import resolve_assignment
-
     try:
-        notebook = Path(resolve_assignment(args.assignment, classroom.ROOT))
-        folder = classroom.prepare(args.submissions, args.out.resolve(), notebook.stem, args.quiet)
+        notebook = Path(resolve_assignment(args.assignment, ROOT))
+        folder = prepare(args.submissions, args.out.resolve(), notebook.stem, args.quiet)
         grade(
             args.assignment,
             folder,
             args.out,
-            args.jobs,
-            args.force,
-            settings,
+            jobs=args.jobs,
+            force=args.force,
+            settings=settings,
             quiet=args.quiet,
             show_hidden_inputs=args.show_hidden_inputs,
             overrides_csv=args.overrides,
@@ -114,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     # grade() ends by rendering every output from the final scores (publish.py); the
     # problems of the adjustments are in its summary, printed again here for --quiet runs
     if args.quiet:
-        from coursetools.grade.scores import compute
-
         for problem in compute(args.out).problems:
             print(f"problem: {terminal(problem)}", file=sys.stderr)
     return 0

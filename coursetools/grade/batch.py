@@ -25,8 +25,9 @@ import nbformat
 
 from attnlib.checks import get_exercise
 from coursetools import assign
-from coursetools.grade import manual, publish, report, sandbox, scores
+from coursetools.grade import publish, report, sandbox, scores, written
 from coursetools.grade.escape import key_ok
+from coursetools.grade.intake import STAGED_MARK, staged_uploads
 from coursetools.grade.parse_worker import NotebookReader
 from coursetools.grade.paths import ROOT, reserved, unreserved
 from coursetools.grade.process import needed_paths
@@ -126,8 +127,6 @@ def split_strays(subs: list[Submission], folder: Path) -> tuple[list[Submission]
     """The submissions, and the files at the top of ``folder`` that are not (a stray
     ``notes.txt``: not a notebook, and not a learner's upload staged from an LMS download,
     which ``roster.csv`` lists). A folder is always a learner's."""
-    from coursetools.grade.intake import STAGED_MARK, staged_uploads
-
     uploads = staged_uploads(folder) if (folder / STAGED_MARK).is_file() else set()
     kept, strays = [], []
     for sub in subs:
@@ -382,8 +381,12 @@ def _kept_or_pending(
     for sub in subs:
         stored = None if force else report.load_record(out, sub.student)
         old = Record.from_dict(stored) if stored is not None else None
-        kept = old is not None and old.status.final
-        if kept and old.digest == sub.digest and old.assignment == assignment.digest:
+        if (
+            old is not None
+            and old.status.final
+            and old.digest == sub.digest
+            and old.assignment == assignment.digest
+        ):
             book.put(old)
         else:
             book.put(report.pending_record(sub.student, str(sub.path), assignment.points))
@@ -436,7 +439,7 @@ def _class_info(
         notebook=str(assignment.path.resolve()),
         points=dict(assignment.points),
         functions=dict(assignment.functions),
-        manual=manual.questions(nb),
+        manual=written.questions(nb),
         students=[s.student for s in subs],
         strays=strays,
         show_hidden_inputs=show_hidden_inputs,
@@ -448,6 +451,7 @@ def grade(
     assignment_spec: str,
     submissions: Path,
     out: Path,
+    *,
     jobs: int | None = None,
     force: bool = False,
     settings: Settings | None = None,

@@ -1,6 +1,6 @@
 """The class at a glance: ``OUT/report.html``, one self-contained page.
 
-:func:`write_report` reads the grader's records in the output folder and writes
+:func:`build_report_from` renders, from the class's final scores,
 a page that opens from disk with no network: inline CSS, and figures drawn with
 matplotlib as SVG embedded in ``data:`` URIs (each with its alt text), no
 script. It shows
@@ -23,17 +23,21 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 import statistics
 from collections import Counter
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from coursetools.grade import record as record_module
 from coursetools.grade import similarity
 from coursetools.grade.escape import visible
-from coursetools.grade.record import STATUS_ORDER, Status
+from coursetools.grade.parse_worker import read_record_answers
+from coursetools.grade.record import Record, Status
+from coursetools.grade.report import STATUS_MEANING
+from coursetools.grade.scores import ClassScores
 
 REPORT = "report.html"
-STATUS_ORDER = [s.value for s in STATUS_ORDER]
+STATUS_ORDER = [s.value for s in record_module.STATUS_ORDER]
 TOP_MISTAKES = 5
 SLOWEST = 10
 
@@ -163,7 +167,7 @@ def _time_figure(seconds: list[float]) -> str:
 # --------------------------------------------------------------------------- tables
 
 
-def _table(caption: str, header: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+def _table(caption: str, header: list[str], rows: list[list], numeric: Collection[int] = frozenset()) -> str:
     head = "".join(
         f'<th scope="col"{" class=num" if i in numeric else ""}>{_e(h)}</th>' for i, h in enumerate(header)
     )
@@ -188,76 +192,56 @@ def _starters(assignment: Path | None, functions: dict[str, str]) -> dict[str, s
     return similarity.answer_sources(Path(assignment), functions)
 
 
-# the records whose notebook the grader read (and ran): only theirs are read again
-READ_STATUSES = frozenset(
-    {Status.GRADED.value, Status.NEEDS_REVIEW.value, Status.TIMEOUT.value, Status.KERNEL_DIED.value}
-)
-
-
-def read_answers(
-    records: list[dict], functions: dict[str, str], questions: list[str] = ()
-) -> tuple[dict[str, dict], list[str]]:
-    """The answers of the records' notebooks, read again in the limited reader worker
-    (:func:`coursetools.grade.parse_worker.read_answers`: time, memory and size limits,
-    ``O_NOFOLLOW``, the record's digest): only records the grader read (:data:`READ_STATUSES`)
-    of a ``.ipynb`` file; an unreadable record is never opened."""
-    from coursetools.grade.parse_worker import read_answers as in_worker
-
-    wanted = [
-        (str(r["student"]), str(r.get("file", "")), r.get("digest"))
-        for r in records
-        if r.get("status") in READ_STATUSES and str(r.get("file", "")).endswith(".ipynb")
-    ]
-    return in_worker(wanted, functions, questions)
-
-
-def mistakes_by_exercise(records: list[dict]) -> dict[str, Counter]:
+def mistakes_by_exercise(records: Iterable[Record]) -> dict[str, Counter]:
     """``{exercise: Counter({misconception: number of students who showed it})}``."""
     found: dict[str, Counter] = {}
     for record in records:
-        for ex_id, ex in record.get("exercises", {}).items():
-            named = {c.get("misconception") for c in ex.get("cases", []) if c.get("misconception")}
-            found.setdefault(ex_id, Counter()).update(named)
+        for ex_id, ex in record.exercises.items():
+            named = {c.misconception for c in ex.cases if c.misconception}
+            # sorted: a tie between two mistakes is listed in one order, whatever the hash seed
+            found.setdefault(ex_id, Counter()).update(sorted(named))
     return found
 
 
 def build_report(
-    records: list[dict],
-    assignment_name: str = "",
-    assignment: Path | None = None,
-    flags: list[similarity.Flag] | None = None,
-    mean_text: str | None = None,
-    strays: list[str] = (),
-    adjusted: int = 0,
+    final: ClassScores, assignment: Path | None = None, flags: list[similarity.Flag] | None = None
 ) -> str:
-    """The page for ``records`` (the grader's records of one assignment, as dicts; with
-    the final scores when built by :func:`build_report_from`)."""
+    """The page for a class's final scores (:class:`coursetools.grade.scores.ClassScores`):
+    every number on it is the one of grades.csv and the feedback. ``assignment``: the exercise
+    notebook (its starter code is left out of the near-identical answers); ``flags``: those
+    answers' pairs, when already found (by default the answers are read again and compared)."""
+    grades = final.grades
+    records = [grade.record for grade in grades]
+    assignment_name = final.info.assignment
     exercises: list[str] = []
     points: dict[str, float] = {}
     functions: dict[str, str] = {}
     for record in records:
-        for ex_id, ex in record.get("exercises", {}).items():
+        for ex_id, result in record.exercises.items():
             if ex_id not in points:
                 exercises.append(ex_id)
-                points[ex_id] = float(ex.get("points", 0))
-            if ex.get("function"):
-                functions[ex_id] = ex["function"]
-    scores = {
+                points[ex_id] = float(result.points)
+            if result.function:
+                functions[ex_id] = result.function
+    scores: dict[str, list[float]] = {
         ex: [
-            float(r["exercises"][ex]["score"])
-            for r in records
-            if r.get("exercises", {}).get(ex, {}).get("score") is not None
+            float(score)
+            for grade in grades
+            if ex in grade.record.exercises and (score := grade.scores.get(ex)) is not None
         ]
         for ex in exercises
     }
-    statuses = Counter(r.get("status", Status.NOT_GRADED.value) for r in records)
-    seconds = [float(r["seconds"]) for r in records if isinstance(r.get("seconds"), (int, float))]
-    totals = [float(r["total"]) for r in records if r.get("total") is not None]
-    max_total = max((float(r.get("max") or 0) for r in records), default=0.0)
+    statuses = Counter(grade.status.value for grade in grades)
+    seconds = [float(r.seconds) for r in records if isinstance(r.seconds, (int, float))]
+    totals = [float(grade.total) for grade in grades if grade.total is not None]
+    max_total = max((float(grade.max or 0) for grade in grades), default=0.0)
+    mean_text = final.mean_text()
+    strays = final.info.strays
+    adjusted = sum(bool(grade.changes) for grade in grades)
     similar_note = ""
     if flags is None:
         try:
-            read, skipped = read_answers(records, functions)
+            read, skipped = read_record_answers(records, functions)
             answers = {student: got["normal"] for student, got in read.items()}
             flags = similarity.flag_normals(answers, _starters(assignment, functions))
             if skipped:
@@ -333,7 +317,7 @@ def build_report(
     if records:
         out.append("<figure>" + _safe(_status_figure, statuses))
         out.append("<figcaption>How each submission's run ended.</figcaption></figure>")
-        meaning = _status_meaning()
+        meaning = STATUS_MEANING
         ordered = [s for s in STATUS_ORDER if statuses.get(s)] + sorted(set(statuses) - set(STATUS_ORDER))
         out.append(
             _table(
@@ -343,11 +327,11 @@ def build_report(
                 {1},
             )
         )
-        look = [r for r in records if r.get("status") != Status.GRADED.value]
+        look = [r for r in records if r.status is not Status.GRADED]
         if look:
             out.append("<h3>Submissions to look at</h3><ul>")
             for r in look[:50]:
-                out.append(f"<li>{_e(r['student'])}: {_e(r.get('status'))}</li>")
+                out.append(f"<li>{_e(r.student)}: {_e(r.status.value)}</li>")
             if len(look) > 50:
                 out.append(f"<li>... and {len(look) - 50} more (see grades.csv)</li>")
             out.append("</ul>")
@@ -382,8 +366,8 @@ def build_report(
             "<figcaption>Wall-clock seconds from the start of a submission's first run to its verdict"
             " (on a loaded machine, a slow one is not always a slow notebook).</figcaption></figure>"
         )
-        ordered = sorted(seconds)
-        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        by_time = sorted(seconds)
+        p90 = by_time[min(len(by_time) - 1, int(0.9 * len(by_time)))]
         out.append(
             _table(
                 "Grading time",
@@ -397,12 +381,12 @@ def build_report(
                 {1},
             )
         )
-        slow = sorted(records, key=lambda r: -float(r.get("seconds") or 0))[:SLOWEST]
+        slow = sorted(records, key=lambda r: -float(r.seconds or 0))[:SLOWEST]
         out.append(
             _table(
                 "The slowest submissions",
                 ["student", "seconds", "status"],
-                [[r["student"], _number(r.get("seconds")), r.get("status", "")] for r in slow],
+                [[r.student, _number(r.seconds), r.status.value] for r in slow],
                 {1},
             )
         )
@@ -452,86 +436,6 @@ def build_report(
     return "\n".join(out) + "\n"
 
 
-def _status_meaning() -> dict[str, str]:
-    return {status.value: status.meaning for status in Status}
-
-
-def build_report_from(scores, assignment: Path | None = None) -> str:
-    """The page for a class's final scores (:class:`coursetools.grade.scores.ClassScores`):
-    every number on it is the one of grades.csv and the feedback."""
-    records = []
-    for grade in scores.grades:
-        record = grade.record
-        records.append(
-            {
-                "student": grade.student,
-                "file": record.file,
-                "digest": record.digest,
-                "status": grade.status.value,
-                "seconds": record.seconds,
-                "total": grade.total,
-                "max": grade.max,
-                "exercises": {
-                    ex_id: {
-                        "function": ex.function,
-                        "points": ex.points,
-                        "score": grade.scores.get(ex_id),
-                        "cases": [{"misconception": c.misconception} for c in ex.cases],
-                    }
-                    for ex_id, ex in record.exercises.items()
-                },
-            }
-        )
-    return build_report(
-        records,
-        scores.info.assignment,
-        assignment,
-        mean_text=scores.mean_text(),
-        strays=scores.info.strays,
-        adjusted=sum(bool(g.changes) for g in scores.grades),
-    )
-
-
-def write_report(out: Path, assignment_name: str = "", assignment: Path | None = None) -> Path:
-    """Write ``OUT/report.html`` (and every other output: :func:`coursetools.grade.publish.publish`,
-    so the page's numbers are the gradebook's); return its path."""
-    from coursetools.grade.publish import publish
-    from coursetools.grade.scores import ClassInfo
-
-    out = Path(out)
-    info = ClassInfo.load(out)
-    if assignment is not None and not info.notebook:
-        info.notebook = str(Path(assignment).resolve())
-        info.assignment = info.assignment or assignment_name or Path(assignment).stem
-        info.save(out)
-    publish(out)
-    return out / REPORT
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m coursetools.grade report",
-        description="Rewrite OUT/report.html (and grades.csv, the feedback, results.json) from OUT's records "
-        "and adjustments, without regrading.",
-    )
-    parser.add_argument("out", type=Path, help="the grader's output folder")
-    parser.add_argument("--assignment", default=None, help="the exercise notebook or stem (starter code)")
-    args = parser.parse_args(argv)
-    notebook = None
-    if args.assignment:
-        from coursetools.grade.gradescope import grader_module
-        from coursetools.grade.paths import ROOT
-
-        notebook = Path(grader_module("submission").resolve_assignment(args.assignment, ROOT))
-    path = write_report(args.out, notebook.stem if notebook else "", notebook)
-    print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    sys.exit(main())
+def build_report_from(scores: ClassScores, assignment: Path | None = None) -> str:
+    """:func:`build_report` (its name before the page read the scores themselves)."""
+    return build_report(scores, assignment)

@@ -42,14 +42,16 @@ import csv
 import html
 import io
 import re
-import sys
 import zipfile
 from pathlib import Path
 
 from coursetools.grade.escape import csv_cell, terminal, visible
+from coursetools.grade.intake import CANVAS, ids_to_keys
+from coursetools.grade.late import parse_time
 from coursetools.grade.paths import Out
+from coursetools.grade.publish import publish
 from coursetools.grade.record import AdjustmentKind, Status, number
-from coursetools.grade.scores import ClassScores, Grade
+from coursetools.grade.scores import ClassScores, Grade, describe
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = [
@@ -83,10 +85,8 @@ def _matched(scores: ClassScores, lms: str) -> tuple[list[Grade], list[str]]:
     """The learners the LMS can match (they came from its download, with an id that names
     them alone), and the problems of the others (no id; an id several learners carry: no
     row is written for it, never one learner's score under another's id)."""
-    from coursetools.grade.intake import ids_to_keys
-
     _, shared = ids_to_keys({g.student: g.roster for g in scores.grades})
-    kinds = {g.roster.get("lms") for g in scores.grades if g.roster.get("student_id")}
+    kinds = {g.roster.get("lms") or "" for g in scores.grades if g.roster.get("student_id")}
     if kinds and lms not in kinds:
         other = ", ".join(sorted(k.capitalize() for k in kinds if k))
         raise WrongLMS(
@@ -111,8 +111,6 @@ def _matched(scores: ClassScores, lms: str) -> tuple[list[Grade], list[str]]:
 
 def _summary(grade: Grade, scores: ClassScores) -> str:
     """One paragraph for an LMS's comment box: the score, what was changed, where the rest is."""
-    from coursetools.grade.scores import describe
-
     total = number(grade.total) or "not final"
     parts = [f"{scores.info.assignment}: {total} out of {number(grade.max)} ({grade.status.value})."]
     parts += [
@@ -160,8 +158,6 @@ def canvas_feedback_name(roster_row: dict, student: str, assignment: str) -> str
     <assignment>.md`` (``login_LATE_...`` for a late one): Canvas's login, user id and the
     attachment id of the graded file, as the download carried them, so that a bulk re-upload
     (which reads the ids from that prefix) finds the submission."""
-    from coursetools.grade.intake import CANVAS
-
     graded = Path(roster_row.get("file", "")).name
     match = CANVAS.match(graded)
     who = _safe_part(roster_row.get("name", student)).replace(" ", "")
@@ -174,8 +170,6 @@ def canvas_feedback_name(roster_row: dict, student: str, assignment: str) -> str
 
 def _moodle_time(iso: str) -> str:
     """A time as Moodle's worksheet writes it: ``Monday, 2 November 2026, 12:00 PM``."""
-    from coursetools.grade.late import parse_time
-
     when = parse_time(iso) if iso else None
     if when is None:
         return ""
@@ -253,8 +247,6 @@ def export(
     included, is rendered first, so the feedback files are current); return the files and the
     problems. Raises :class:`WrongLMS` for a class from the other LMS's download (nothing is
     written), :class:`MaximumGrade` when ``moodle_worksheet`` (Moodle's own) says another maximum."""
-    from coursetools.grade.publish import publish
-
     if lms not in LMS:
         raise ValueError(f"lms must be one of {', '.join(LMS)}, not {lms!r}")
     out = Path(out)
@@ -268,56 +260,3 @@ def export(
         canvas(out, scores, folder, column) if lms == "canvas" else moodle(out, scores, folder)
     )
     return written, scores.problems + problems
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m coursetools.grade export",
-        description="Write the gradebook and the feedback in the form Canvas or Moodle imports, from the "
-        "final scores of OUT (overrides, manual scores and late penalties included).",
-    )
-    parser.add_argument("lms", choices=LMS, help="the LMS to import into")
-    parser.add_argument("out", type=Path, help="the grader's output folder")
-    parser.add_argument(
-        "dir", type=Path, nargs="?", default=None, help="where to write (default OUT/export/LMS)"
-    )
-    parser.add_argument(
-        "--assignment-column",
-        default=None,
-        help="Canvas: the assignment's column as Canvas's export names it, e.g. '05 Masks (123456)'",
-    )
-    parser.add_argument(
-        "--moodle-worksheet",
-        type=Path,
-        default=None,
-        help="Moodle: the grading worksheet Moodle gives (Download grading worksheet): its Maximum Grade "
-        "is checked against the notebook's points",
-    )
-    args = parser.parse_args(argv)
-    if not (args.out / "class.json").is_file() and not list(args.out.glob("*/record.json")):
-        parser.error(f"{args.out} holds no graded class")
-    try:
-        written, problems = export(
-            args.lms, args.out, args.dir, args.assignment_column, args.moodle_worksheet
-        )
-    except (WrongLMS, MaximumGrade, OSError) as exc:
-        print(f"error: {terminal(exc)}", file=sys.stderr)
-        return 1
-    if args.lms == "moodle" and args.moodle_worksheet is None:
-        from coursetools.grade.scores import ClassInfo
-
-        info = ClassInfo.load(args.out)
-        total = number(sum(info.points.values()) + sum(info.manual.values()))
-        print(
-            f"note: Moodle must grade this assignment out of {total} (Settings > Grade > Maximum grade), "
-            "not its default 100; --moodle-worksheet checks it"
-        )
-    for path in written[:3]:
-        print(f"wrote {path}")
-    if len(written) > 3:
-        print(f"... and {len(written) - 3} more files")
-    for problem in problems:
-        print(f"problem: {terminal(problem)}")
-    return 0

@@ -33,7 +33,6 @@ can be rebuilt in a temporary folder to test the archive (tests/grader/test_grad
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -43,12 +42,15 @@ import tempfile
 import time
 import traceback
 import zipfile
-from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
-from coursetools.grade.escape import visible
+from coursetools.grade import batch
 from coursetools.grade.paths import ROOT
-from coursetools.grade.record import CaseStatus, Status
+from coursetools.grade.results import GS_FAILED
+from coursetools.grade.results import results_json as results_json  # its old home
+from coursetools.grade.runner import Isolation, Settings
+from coursetools.grade.submission import resolve_assignment
 
 ENV_ROOT = "COURSE_AUTOGRADER_ROOT"
 ENV_PYTHON = "COURSE_AUTOGRADER_PYTHON"
@@ -57,8 +59,6 @@ VENV = "/opt/attention-course/venv"
 PACKAGES = ("attnlib", "coursetools")
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-# a Gradescope test's own status field (its specification: "passed" or "failed"), not ours
-GS_PASSED, GS_FAILED = "passed", "failed"
 
 # the oldest Python the pinned environment installs on (numpy, scipy and matplotlib's pins)
 MIN_PYTHON = (3, 11)
@@ -132,11 +132,6 @@ exec "$PY" -m coursetools.grade.gradescope run --root "$ROOT" --assignment "__AS
 """
 
 
-def grader_module(name: str):
-    """The grader's module ``coursetools.grade.NAME``, imported on first use."""
-    return importlib.import_module(f"coursetools.grade.{name}")
-
-
 # --------------------------------------------------------------------------- the archive
 
 
@@ -182,8 +177,7 @@ def build_archive(assignment: str, out: Path, root: Path = ROOT) -> list[str]:
     would go in holds a solution (a ``solutions/`` path or a solution marker
     in a notebook).
     """
-    submission = grader_module("submission")
-    notebook = Path(submission.resolve_assignment(assignment, root)).resolve()
+    notebook = Path(resolve_assignment(assignment, root)).resolve()
     stem = notebook.stem
     entries: dict[str, tuple[bytes, bool]] = {
         "setup.sh": (SETUP_SH.encode(), True),
@@ -214,136 +208,6 @@ def build_archive(assignment: str, out: Path, root: Path = ROOT) -> list[str]:
             _add(archive, name, data, executable)
     os.replace(tmp, out)
     return sorted(entries)
-
-
-# --------------------------------------------------------------------------- results.json
-
-
-def _case_text(case, label: str, show_message: bool) -> list[str]:
-    status = case.status
-    words = {
-        CaseStatus.PASSED: CaseStatus.PASSED.word,
-        CaseStatus.FAILED: "FAILED",
-        CaseStatus.ERROR: "ERROR",
-        CaseStatus.NOT_ATTEMPTED: "not attempted",
-        CaseStatus.NO_VERDICT: "not judged (the run stopped first)",
-    }
-    lines = [f"{words[status]}: {label}"]
-    if status in (CaseStatus.FAILED, CaseStatus.ERROR):
-        if case.message and show_message:
-            lines.append(f"    what came back: {visible(case.message)}")
-        if case.misconception:
-            lines.append(f"    this looks like a known mistake: {case.misconception}")
-        if case.hint:
-            lines.append(f"    hint: {case.hint}")
-    return lines
-
-
-def _round(value: float) -> float:
-    return round(float(value), 6)
-
-
-def results_json(grade, show_hidden_inputs: bool = False) -> dict:
-    """Gradescope's ``results.json`` for one learner's final grade (:class:`coursetools.grade.scores.Grade`).
-
-    Two tests per exercise, the visible cases (``visible``) and the hidden
-    ones (``after_published``; their inputs and outputs only with
-    ``show_hidden_inputs``), each worth its cases' share of the exercise. Every
-    adjustment (an override, a written answer graded by hand, a late penalty) adds
-    a test of ``max_score`` 0 (a written answer: its points) saying what changed and
-    why, and the top-level ``score`` is the final total.
-    """
-    from coursetools.grade.record import AdjustmentKind
-    from coursetools.grade.report import after_hidden, case_label, learner_incidents, learner_message
-    from coursetools.grade.scores import describe
-
-    record = grade.record
-    tests = []
-    automatic = 0.0
-    late = set() if show_hidden_inputs else after_hidden(record)
-    for ex_id, ex in record.exercises.items():
-        cases = ex.cases
-        share = ex.points / len(cases) if cases else 0.0
-        label = f"{ex_id} {ex.function}()" if ex.function else ex_id
-        if not cases:
-            tests.append(
-                {
-                    "name": label,
-                    "score": 0.0,
-                    "max_score": _round(ex.points),
-                    "status": GS_FAILED,
-                    "output": (
-                        "not judged: the file could not be read (nothing was run)"
-                        if record.status is Status.UNREADABLE
-                        else "not judged: the notebook could not be run"
-                    ),
-                    "visibility": "visible",
-                }
-            )
-            continue
-        for hidden in (False, True):
-            group = [c for c in cases if c.hidden == hidden]
-            if not group:
-                continue
-            passed = sum(c.passed for c in group)
-            score = share * passed
-            automatic += score
-            head = f"{passed} of {len(group)} {'hidden' if hidden else 'visible'} cases passed"
-            lines = [head, ""]
-            for k, case in enumerate(group, start=1):
-                name = case_label(case, k, show_hidden_inputs)
-                if (ex_id, case.case) in late:
-                    case = replace(case, message=learner_message(case.message or "", True))
-                lines += _case_text(case, name, show_hidden_inputs or not hidden)
-            tests.append(
-                {
-                    "name": f"{label}: {'hidden' if hidden else 'visible'} cases",
-                    "score": _round(score),
-                    "max_score": _round(share * len(group)),
-                    "status": GS_PASSED if passed == len(group) else GS_FAILED,
-                    "output": "\n".join(lines),
-                    "visibility": "after_published" if hidden else "visible",
-                }
-            )
-    for adjustment in grade.adjustments:
-        before = adjustment.before or 0.0
-        after = adjustment.after or 0.0
-        written = adjustment.kind is AdjustmentKind.MANUAL
-        tests.append(
-            {
-                "name": f"{adjustment.exercise or 'total'}: "
-                + ("written answer, graded by your instructor" if written else "adjusted by your instructor"),
-                "score": _round(after - before),
-                "max_score": _round(grade.points.get(adjustment.exercise, 0.0)) if written else 0.0,
-                "status": GS_PASSED,
-                "output": visible(describe(adjustment)),
-                "visibility": "visible",
-            }
-        )
-    status = record.status
-    summary = [f"status: {grade.status_text()}"]
-    if grade.total is None:
-        summary.insert(
-            0,
-            "Score: not final. Your file could not be read, so nothing was graded: the score shown "
-            "here is not a grade; upload your notebook again."
-            if status is Status.UNREADABLE
-            else "Score: not final (not every part is judged yet): the score shown here is not your grade.",
-        )
-    summary += [f"- {visible(text)}" for text in learner_incidents(record, show_hidden_inputs)]
-    if status is Status.UNREADABLE:
-        summary += [f"- {visible(text)}" for text in record.notes]
-    score = grade.total
-    if score is None:
-        score = automatic + sum((a.after or 0.0) - (a.before or 0.0) for a in grade.adjustments)
-    return {
-        "score": _round(score),
-        "execution_time": int(round(float(record.seconds or 0))),
-        "output": "\n".join(summary),
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-    }
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -398,14 +262,12 @@ def run(root: Path, assignment: str) -> dict:
         subs.mkdir()
         shutil.copyfile(notebook, subs / "submission.ipynb")
         out = work / "graded"
-        runner = grader_module("runner")
-        batch = grader_module("batch")
-        settings = runner.Settings(
+        settings = Settings(
             out=out,
-            isolation=os.environ.get(ENV_ISOLATION, "auto"),
-            hide=[str(root / "results"), str(root / "submission")],
+            isolation=cast(Isolation, os.environ.get(ENV_ISOLATION, "auto")),
+            hide=(str(root / "results"), str(root / "submission")),
         )
-        records = batch.grade(assignment, subs, out, 1, True, settings, quiet=True)
+        records = batch.grade(assignment, subs, out, jobs=1, force=True, settings=settings, quiet=True)
         data = json.loads((out / records[0]["student"] / "results.json").read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - Gradescope must get a results.json in every case
         traceback.print_exc()

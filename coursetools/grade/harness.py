@@ -131,7 +131,8 @@ class _IPythonStandIn:
         if name == "timeit":
             words = line.split()
             keep_o = "-o" in words
-            code_words, skip = [], False
+            code_words: list[str] = []
+            skip = False
             for word in words:
                 if skip:
                     skip = False
@@ -351,9 +352,12 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
             else:
                 state = LookupState.OK if callable(func) else LookupState.NOT_CALLABLE
             where = None if func is None else ["<no code object>", 0]
-            code = getattr(func, "__code__", None)
-            if code is not None:
-                where = [str(getattr(code, "co_filename", ""))[:100], int(getattr(code, "co_firstlineno", 0))]
+            func_code = getattr(func, "__code__", None)
+            if func_code is not None:
+                where = [
+                    str(getattr(func_code, "co_filename", ""))[:100],
+                    int(getattr(func_code, "co_firstlineno", 0)),
+                ]
             reply({"n": nonce, "state": state, "id": id(func), "where": where})
         elif op == Request.CASE:
             exercise = exercises[req["ex"]]
@@ -473,7 +477,7 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
     skip_cells = set(plan.get("skip_cells", []))
     skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
     evaluate_after: dict[str, list[str]] = plan.get("evaluate_after", {})
-    seen: dict[str, int] = {}
+    seen: dict[str, int | None] = {}  # the id of each function the lookup found
     attempted: dict[str, bool] = {}
     monotonic = time.monotonic
 

@@ -33,9 +33,11 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 import unicodedata
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -305,7 +307,7 @@ def find_entries(
     root: Path,
     problems: list[str] | None = None,
     strays: list[str] | None = None,
-    refused: list[tuple[str, str]] = (),
+    refused: Sequence[tuple[str, str]] = (),
 ) -> list[Entry]:
     """The students in a folder (already extracted), with all their candidate files.
 
@@ -425,7 +427,7 @@ def find_entries(
 
 
 def layout_of(
-    children: list[Path], problems: list[str] | None = None, refused: list[tuple[str, str]] = ()
+    children: list[Path], problems: list[str] | None = None, refused: Sequence[tuple[str, str]] = ()
 ) -> str:
     """The layout of a download, decided once for all its members: ``canvas``, ``moodle`` or
     ``folder``.
@@ -663,10 +665,10 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
                 f"{entry.student}: {len(entry.candidates)} files; graded {terminal(entry.file, 200)}, "
                 f"{why_graded(entry, pick, assignment_stem)} (not graded: {terminal(not_graded, 400)})"
             )
-    for uid, keys in shared_ids(entries).items():
+    for uid, students in shared_ids(entries).items():
         problems.append(
-            f"LMS id {terminal(uid, 40)} is carried by {len(keys)} learners "
-            f"({terminal(', '.join(keys), 300)}): overrides, manual scores and exports "
+            f"LMS id {terminal(uid, 40)} is carried by {len(students)} learners "
+            f"({terminal(', '.join(students), 300)}): overrides, manual scores and exports "
             "never apply a row by this id (use the key)"
         )
     if strays:
@@ -737,13 +739,43 @@ def read_roster(out: Path) -> dict[str, dict]:
     return {r["student"]: r for r in read_roster_rows(out) if not r.get("duplicate_of")}
 
 
-ID_COLUMNS = ["student_id", "name", "late", "duplicates"]
+# --------------------------------------------------------------------------- staging for the grader
+
+STAGED = "submissions"  # OUT/submissions: where a download is staged
 
 
-def annotate_gradebook(out: Path) -> None:
-    """The roster's columns (student id, name, late, number of files) in ``OUT/grades.csv``,
-    right after ``student``: every output is rewritten from the class's final scores
-    (:func:`coursetools.grade.publish.publish`), which include the roster. Idempotent."""
-    from coursetools.grade.publish import publish
+def needs_intake(submissions: Path) -> bool:
+    """A zip, or a folder with Canvas or Moodle names (the grader reads plain folders itself)."""
+    submissions = Path(submissions)
+    if submissions.is_file():
+        return True
+    if not submissions.is_dir():
+        return False
+    for entry in submissions.iterdir():
+        name = entry.name
+        try:
+            if entry.is_dir() and MOODLE_FOLDER.match(name):
+                return True
+            if entry.is_file() and (CANVAS.match(name) or MOODLE_FILE.match(name)):
+                return True
+        except OSError:
+            return True  # a name the file system refuses: the intake reports it and goes on
+    return False
 
-    publish(Path(out))
+
+def prepare(submissions: Path, out: Path, assignment_stem: str, quiet: bool = False) -> Path:
+    """The folder to grade: ``submissions`` itself, or ``OUT/submissions`` (:data:`STAGED`) staged
+    from a download (with ``OUT/roster.csv``); duplicates and refused zip members are printed
+    unless ``quiet``."""
+    if not needs_intake(submissions):
+        return Path(submissions)
+    result = collect(submissions, Path(out) / STAGED, assignment_stem)
+    write_roster(out, result)
+    if not quiet:
+        print(
+            f"{len(result.entries)} students in {submissions} ({len(result.duplicates)} with several files)",
+            file=sys.stderr,
+        )
+        for problem in result.problems:
+            print(f"  {terminal(problem, 600)}", file=sys.stderr)
+    return result.folder

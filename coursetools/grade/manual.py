@@ -28,61 +28,32 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from coursetools.grade.escape import csv_cell, md_block, terminal, uncell
+from coursetools.grade.parse_worker import read_record_answers
+from coursetools.grade.paths import Out, atomic_write
 from coursetools.grade.record import Record, number
+from coursetools.grade.store import ClassInfo, load_records
+
+# the questions of a notebook and a learner's answers live on the vocabulary floor (:mod:`.written`,
+# which the reader worker uses too); their names stay importable from here
+from coursetools.grade.written import MAX_ANSWER as MAX_ANSWER
+from coursetools.grade.written import QUESTION_ID as QUESTION_ID
+from coursetools.grade.written import STUB
+from coursetools.grade.written import answers as answers
+from coursetools.grade.written import question_of as question_of
+from coursetools.grade.written import questions as questions
 
 FIELDS = ("student", "points", "comment")
 ANON_FIELDS = ("answer", "points", "comment")
-QUESTION_ID = re.compile(r"^q-\d{2}-\d+$")
-MAX_ANSWER = 20_000
-STUB = "YOUR ANSWER HERE"  # coursetools.assign.ANSWER_STUB
 
 
 @dataclass(frozen=True)
 class ManualScore:
     points: float
     comment: str
-
-
-def question_of(cell) -> tuple[str, float] | None:
-    """``(id, points)`` of a markdown cell graded by hand (None for any other cell)."""
-    if cell.get("cell_type") != "markdown":
-        return None
-    meta = cell.get("metadata", {}) or {}
-    own = meta.get("attnlib", {}) if isinstance(meta.get("attnlib"), dict) else {}
-    if own.get("manual"):
-        points = own.get("points")
-        return (str(own["manual"]), float(points)) if isinstance(points, (int, float)) else None
-    nbg = meta.get("nbgrader", {}) if isinstance(meta.get("nbgrader"), dict) else {}
-    if nbg.get("grade") and nbg.get("solution") and nbg.get("grade_id"):
-        points = nbg.get("points")
-        return (str(nbg["grade_id"]), float(points)) if isinstance(points, (int, float)) else None
-    return None
-
-
-def questions(nb) -> dict[str, float]:
-    """The written questions of a notebook, ``{id: points}``, in notebook order."""
-    found: dict[str, float] = {}
-    for cell in nb.get("cells", []):
-        q = question_of(cell)
-        if q is not None and q[1] > 0:
-            found.setdefault(*q)
-    return found
-
-
-def answers(nb) -> dict[str, str]:
-    """A learner's answer to each written question (the cell carrying its id)."""
-    found: dict[str, str] = {}
-    for cell in nb.get("cells", []):
-        q = question_of(cell)
-        if q is not None and q[0] not in found:
-            source = cell.get("source", "")
-            found[q[0]] = ("".join(source) if isinstance(source, list) else str(source))[:MAX_ANSWER]
-    return found
 
 
 def _keys_file(folder: Path, question: str) -> Path:
@@ -100,7 +71,7 @@ def read_scores(
         path = Path(folder) / f"{question}.csv"
         if not path.is_file():
             continue
-        keys = {}
+        keys: dict[str, str] = {}
         if _keys_file(folder, question).is_file():
             keys = json.loads(_keys_file(folder, question).read_text(encoding="utf-8"))
         with open(path, encoding="utf-8-sig", newline="") as fh:
@@ -163,11 +134,6 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
     """Write every question's review page and score sheet (keeping scores already entered)."""
     import hashlib
 
-    from coursetools.grade.class_report import read_answers
-    from coursetools.grade.paths import Out
-    from coursetools.grade.report import atomic_write
-    from coursetools.grade.scores import ClassInfo, load_records
-
     layout = Out(Path(out))
     info = ClassInfo.load(layout.root)
     records = load_records(layout.root)
@@ -177,15 +143,11 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
     students = info.students or sorted(records)
     # the learners' notebooks are read again in the limited reader worker, only those the grader
     # read (never an unreadable record's file), never through a symbolic link, and only while
-    # the file is the one graded (its digest): class_report.read_answers
+    # the file is the one graded (its digest): parse_worker.read_record_answers
     found_all: dict[str, dict] = {}
     if info.manual:
-        listed = [
-            {"student": s, "file": r.file, "digest": r.digest, "status": r.status.value}
-            for s in students
-            if (r := records.get(s)) is not None
-        ]
-        found_all, skipped = read_answers(listed, {}, list(info.manual))
+        listed = [r for s in students if (r := records.get(s)) is not None]
+        found_all, skipped = read_record_answers(listed, {}, list(info.manual))
         for line in skipped:
             print(f"manual: {terminal(line)}")
     for student in students:
@@ -200,7 +162,7 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
         sheet = io.StringIO()
         writer = csv.writer(sheet, lineterminator="\n")
         writer.writerow(ANON_FIELDS if anonymise else FIELDS)
-        keys = {}
+        keys: dict[str, str] = {}
         for student, found in sorted(
             texts.items(), key=lambda kv: hashlib.sha256(kv[0].encode()).hexdigest() if anonymise else kv[0]
         ):
@@ -228,27 +190,3 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
             _keys_file(folder, question).unlink(missing_ok=True)
         written += [folder / f"{question}.md", folder / f"{question}.csv"]
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m coursetools.grade manual",
-        description="Collect the answers to the written questions into OUT/manual/ (a review page and a "
-        "score sheet per question); fill the sheets' points and comments, then run 'overrides' or 'report'.",
-    )
-    parser.add_argument("out", type=Path, help="the grader's output folder")
-    parser.add_argument("--anonymise", action="store_true", help="answer ids instead of student keys")
-    args = parser.parse_args(argv)
-    written = collect(args.out, args.anonymise)
-    if not written:
-        print("this assignment has no written question graded by hand")
-        return 0
-    for path in written:
-        print(f"wrote {path}")
-    from coursetools.grade.publish import publish
-
-    for problem in publish(args.out).problems:
-        print(f"problem: {terminal(problem)}")
-    return 0

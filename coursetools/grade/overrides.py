@@ -20,8 +20,8 @@ changes nothing), and every output is rendered from the result
 (:func:`coursetools.grade.publish.publish`): the exercise's column, ``total`` and
 ``adjustments`` of ``grades.csv``, a test per adjustment in ``results.json``, the
 learner's feedback (*What your instructor changed*), ``report.html``, the summary
-and the LMS exports. :func:`apply` (``python -m coursetools.grade overrides OUT``)
-does that without regrading.
+and the LMS exports. :func:`coursetools.grade.commands.apply_overrides`
+(``python -m coursetools.grade overrides OUT``) does that without regrading.
 
 Rows that cannot be applied (an unknown student or exercise, points that are
 not a number or out of range) are reported and skipped; when a student and
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coursetools.grade.escape import terminal
+from coursetools.grade.intake import ids_to_keys
 from coursetools.grade.record import Record, number
 
 FILENAME = "overrides.csv"
@@ -80,8 +81,6 @@ def resolve(
     rows: list[Override], records: dict[str, Record], roster: dict[str, dict] | None = None
 ) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """``{student: {exercise: {"points", "reason", "auto"}}}`` for the rows that apply, and the problems."""
-    from coursetools.grade.intake import ids_to_keys
-
     by_id, shared = ids_to_keys(roster or {})
     chosen: dict[str, dict[str, dict]] = {}
     problems: list[str] = []
@@ -113,49 +112,3 @@ def resolve(
             "auto": exercise.score,
         }
     return chosen, problems
-
-
-def apply(out: Path, overrides: Path | None = None, roster: dict[str, dict] | None = None) -> list[str]:
-    """Merge ``overrides`` (default ``OUT/overrides.csv``) into every output of ``OUT``
-    (gradebook, Gradescope results, feedback, report: :func:`coursetools.grade.publish.publish`);
-    return the problems (empty when every row applied). ``roster`` is read from ``OUT``."""
-    from coursetools.grade.publish import publish
-
-    return publish(Path(out), overrides_csv=overrides).problems
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m coursetools.grade overrides",
-        description="Merge overrides.csv (and manual scores, the late policy) into every output of OUT "
-        "(grades.csv, results.json, feedback, report.html), without regrading.",
-    )
-    parser.add_argument("out", type=Path, help="the grader's output folder")
-    parser.add_argument("--overrides", type=Path, default=None, help="default: OUT/overrides.csv")
-    args = parser.parse_args(argv)
-    from coursetools.grade.publish import publish
-    from coursetools.grade.record import AdjustmentKind
-    from coursetools.grade.scores import describe
-
-    final = publish(Path(args.out), overrides_csv=args.overrides)
-    applied = [
-        (grade.student, adjustment)
-        for grade in final.grades
-        for adjustment in grade.adjustments
-        if adjustment.kind is AdjustmentKind.OVERRIDE
-    ]
-    for student, adjustment in applied:
-        print(f"applied: {terminal(student)} {terminal(describe(adjustment))}")
-    plural = "" if len(applied) == 1 else "s"
-    print(f"{len(applied)} override{plural} applied; {len(final.problems)} problem(s) below")
-    for problem in final.problems:
-        print(f"overrides: {terminal(problem)}")
-    return 1 if final.problems else 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

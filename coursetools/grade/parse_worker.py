@@ -36,10 +36,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from coursetools.grade.paths import ROOT
+from coursetools.grade.record import Record, Status
 
 HEADER_BYTES = 8
 MAX_REPLY_BYTES = 512 << 20  # a plan holds the notebook's code (64 MiB at most) once
@@ -76,6 +79,13 @@ class Reading:
 
 
 # --------------------------------------------------------------------------- the channel
+
+
+def _pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes]]:
+    """The worker's stdin and stdout: it is always started with both as pipes."""
+    if proc.stdin is None or proc.stdout is None:
+        raise ValueError("the notebook reader was started without its pipes")
+    return proc.stdin, proc.stdout
 
 
 def _encode(message: dict) -> bytes:
@@ -232,8 +242,8 @@ class NotebookReader:
         reply = self._call(request, seconds)
         if reply.get("skipped"):
             return {"skipped": str(reply["skipped"])[:200]}
-        normal = reply.get("normal") if isinstance(reply.get("normal"), dict) else {}
-        written = reply.get("written") if isinstance(reply.get("written"), dict) else {}
+        normal = reply["normal"] if isinstance(reply.get("normal"), dict) else {}
+        written = reply["written"] if isinstance(reply.get("written"), dict) else {}
         return {
             "normal": {str(k): v if isinstance(v, str) else None for k, v in normal.items()},
             "written": {str(k): str(v) for k, v in written.items()},
@@ -244,13 +254,14 @@ class NotebookReader:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        stdin, stdout = _pipes(proc)
         try:
-            proc.stdin.close()
+            stdin.close()
             proc.wait(timeout=2)
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
-        proc.stdout.close()
+        stdout.close()
 
     def __enter__(self) -> NotebookReader:
         self.start()
@@ -264,14 +275,15 @@ class NotebookReader:
             raise ReadFailed("no time was left to read the notebook")
         self._wait_ready()
         request["cpu_s"] = seconds
-        proc = self._proc
+        proc = self._running()
+        stdin, stdout = _pipes(proc)
         try:
-            _send(proc.stdin.fileno(), request)
+            _send(stdin.fileno(), request)
         except OSError:
             self._discard()
             raise ReadFailed(f"the notebook reader {self._ended(proc)} before it was asked") from None
         try:
-            reply = _receive(proc.stdout.fileno(), time.monotonic() + seconds + GRACE_SECONDS)
+            reply = _receive(stdout.fileno(), time.monotonic() + seconds + GRACE_SECONDS)
         except TimeoutError:
             self._discard()
             raise ReadFailed(
@@ -292,9 +304,9 @@ class NotebookReader:
         self.start()
         if self._ready:
             return
-        proc = self._proc
+        proc = self._running()
         try:
-            hello = _receive(proc.stdout.fileno(), time.monotonic() + START_SECONDS, limit=1 << 10)
+            hello = _receive(_pipes(proc)[1].fileno(), time.monotonic() + START_SECONDS, limit=1 << 10)
         except (TimeoutError, ValueError, UnicodeDecodeError):
             hello = None
         if not hello or not hello.get("ready"):
@@ -302,6 +314,12 @@ class NotebookReader:
             self._discard()
             raise ReaderDidNotStart(f"the notebook reader could not start: it {ended}")
         self._ready = True
+
+    def _running(self) -> subprocess.Popen:
+        """The worker :meth:`start` started (it raises when it cannot)."""
+        if self._proc is None:
+            raise ReaderDidNotStart("the notebook reader is not running")
+        return self._proc
 
     @staticmethod
     def _ended(proc: subprocess.Popen) -> str:
@@ -327,7 +345,7 @@ class NotebookReader:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for pipe in (proc.stdin, proc.stdout):
+        for pipe in _pipes(proc):
             try:
                 pipe.close()
             except OSError:
@@ -341,7 +359,7 @@ ANSWER_MEMORY_MB = 1024
 def read_answers(
     wanted: list[tuple[str, str, str | None]],
     functions: dict[str, str],
-    questions: list[str] = (),
+    questions: Sequence[str] = (),
     seconds: float = ANSWER_SECONDS,
     memory_mb: int = ANSWER_MEMORY_MB,
 ) -> tuple[dict[str, dict], list[str]]:
@@ -374,6 +392,25 @@ def read_answers(
     return results, problems
 
 
+# the records whose notebook the grader read (and ran): only theirs are read again
+READ_STATUSES = frozenset({Status.GRADED, Status.NEEDS_REVIEW, Status.TIMEOUT, Status.KERNEL_DIED})
+
+
+def read_record_answers(
+    records: Iterable[Record], functions: dict[str, str], questions: Sequence[str] = ()
+) -> tuple[dict[str, dict], list[str]]:
+    """The answers of the records' notebooks, read again in the limited reader worker
+    (:func:`read_answers`: time, memory and size limits, ``O_NOFOLLOW``, the record's digest):
+    only records the grader read (:data:`READ_STATUSES`) of a ``.ipynb`` file; an unreadable
+    record is never opened."""
+    wanted = [
+        (str(r.student), str(r.file or ""), r.digest)
+        for r in records
+        if r.status in READ_STATUSES and str(r.file or "").endswith(".ipynb")
+    ]
+    return read_answers(wanted, functions, questions)
+
+
 # --------------------------------------------------------------------------- the worker's side
 
 
@@ -382,7 +419,9 @@ def answers_of(path: str, digest: str | None, functions: dict, questions: list[s
     import hashlib
     import stat
 
-    from coursetools.grade import manual, similarity, submission
+    from coursetools.grade import similarity, submission
+    from coursetools.grade.written import MAX_ANSWER
+    from coursetools.grade.written import answers as written_answers
 
     limit = submission.MAX_NOTEBOOK_BYTES
     try:
@@ -412,10 +451,10 @@ def answers_of(path: str, digest: str | None, functions: dict, questions: list[s
     written: dict[str, str] = {}
     if questions:
         try:
-            found = manual.answers(raw)
+            found = written_answers(raw)
         except (AttributeError, TypeError, ValueError):
             found = {}
-        written = {q: str(found[q])[: manual.MAX_ANSWER] for q in questions if q in found}
+        written = {q: str(found[q])[:MAX_ANSWER] for q in questions if q in found}
     return {"ok": True, "normal": normal, "written": written}
 
 
@@ -463,12 +502,12 @@ def _handle(request: dict) -> dict:
             [str(q) for q in request.get("questions") or []],
         )
     if request.get("op") == "forbidden":
-        review: list[str] = []
+        reasons: list[str] = []
         cells = [(int(i), str(s)) for i, s in request["cells"]]
         found = submission.forbidden_at(
-            cells, int(request["index"]), request["names"], review, request["ex_id"]
+            cells, int(request["index"]), request["names"], reasons, request["ex_id"]
         )
-        return {"ok": True, "found": list(found), "review": review}
+        return {"ok": True, "found": list(found), "review": reasons}
     return {"ok": False, "error": f"unknown request {str(request.get('op'))[:40]!r}"}
 
 

@@ -228,6 +228,8 @@ class Run:
             return RunOutcome(RunEnd.FATAL, message=f"could not start Python: {exc}")
         os.close(write_fd)
         self._enter_group(proc.pid, scan=True)
+        stdout = proc.stdout
+        assert stdout is not None  # started with stdout=PIPE
 
         def write(data):
             proc.stdin.write(data)
@@ -235,11 +237,11 @@ class Run:
 
         feeder = self._feed(write, payload)
         try:
-            outcome = self._watch(read_fd, proc.stdout.fileno(), proc.poll)
+            outcome = self._watch(read_fd, stdout.fileno(), proc.poll)
         finally:
             self._kill(proc)
             os.close(read_fd)
-            proc.stdout.close()
+            stdout.close()
             feeder.join(timeout=1)
         outcome.returncode = proc.returncode
         return outcome

@@ -4,13 +4,14 @@
 (records + roster + overrides + manual scores + late policy) and renders from it
 
 * ``OUT/grades.csv`` (:func:`coursetools.grade.report.write_gradebook`),
-* ``OUT/<student>/results.json`` (:func:`coursetools.grade.gradescope.results_json`),
+* ``OUT/<student>/results.json`` (:func:`coursetools.grade.results.results_json`),
 * ``OUT/feedback/<student>.md`` (:func:`coursetools.grade.report.feedback_markdown`),
 * ``OUT/report.html`` (:func:`coursetools.grade.class_report.build_report`),
 * ``OUT/strays.txt`` (files of the download that are not submissions).
 
-The grading command, ``report``, ``overrides`` and ``manual`` all end by calling it,
-so whichever ran last, the files are the same. A file is rewritten only when its
+The grading run (:mod:`.batch`), ``export`` and the commands of :mod:`.commands`
+(``report``, ``overrides``, ``manual``) all end by calling it, so whichever ran last, the
+files are the same. A file is rewritten only when its
 text changes.
 """
 
@@ -19,10 +20,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coursetools.grade import class_report, gradescope, report
+from coursetools.grade import class_report, report
 from coursetools.grade.escape import visible
-from coursetools.grade.paths import Out
-from coursetools.grade.scores import ClassScores, Grade, compute
+from coursetools.grade.paths import Out, atomic_write
+from coursetools.grade.results import results_json
+from coursetools.grade.scores import ClassInfo, ClassScores, Grade, compute
 
 
 def _write(path: Path, text: str) -> None:
@@ -31,7 +33,7 @@ def _write(path: Path, text: str) -> None:
             return
     except (OSError, UnicodeDecodeError):
         pass
-    report.atomic_write(path, text)
+    atomic_write(path, text)
 
 
 def write_learner(out: Path, grade: Grade, scores: ClassScores) -> None:
@@ -40,7 +42,7 @@ def write_learner(out: Path, grade: Grade, scores: ClassScores) -> None:
     show = scores.info.show_hidden_inputs
     name = scores.info.assignment
     _write(layout.feedback(grade.student), report.feedback_markdown(grade, name, show))
-    _write(layout.results(grade.student), json.dumps(gradescope.results_json(grade, show), indent=2) + "\n")
+    _write(layout.results(grade.student), json.dumps(results_json(grade, show), indent=2) + "\n")
 
 
 def publish(out: Path, overrides_csv: Path | None = None, report_html: bool = True) -> ClassScores:
@@ -48,8 +50,6 @@ def publish(out: Path, overrides_csv: Path | None = None, report_html: bool = Tr
     out = Path(out)
     layout = Out(out)
     if overrides_csv is not None:
-        from coursetools.grade.scores import ClassInfo
-
         info = ClassInfo.load(out)
         if info.assignment and str(Path(overrides_csv).resolve()) != str(layout.overrides.resolve()):
             info.overrides = str(Path(overrides_csv).resolve())
@@ -63,5 +63,5 @@ def publish(out: Path, overrides_csv: Path | None = None, report_html: bool = Tr
         _write(layout.strays, "".join(visible(s) + "\n" for s in scores.info.strays))
     if report_html:
         notebook = Path(scores.info.notebook) if scores.info.notebook else None
-        _write(layout.report, class_report.build_report_from(scores, notebook))
+        _write(layout.report, class_report.build_report(scores, notebook))
     return scores

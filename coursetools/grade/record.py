@@ -11,9 +11,13 @@ summary, exports) is one of these members: no other module spells a status as a 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+# a grader message about one cell starts "cell N" (the index the record's cell_labels map)
+CELL_REF = re.compile(r"^cell (\d+)\b")
 
 
 def number(value: float | None) -> str:

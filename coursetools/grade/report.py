@@ -15,37 +15,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from coursetools.grade.escape import csv_cell, md_block, md_code, terminal, visible
-from coursetools.grade.paths import Out
-from coursetools.grade.record import CaseStatus, ExerciseResult, Record, Status, number
+from coursetools.grade.intake import upload_name
+from coursetools.grade.paths import Out, atomic_write
+from coursetools.grade.record import CELL_REF, CaseStatus, ExerciseResult, Record, Status, number
+from coursetools.grade.scores import describe
 
 RECORD = "record.json"
 STATUS_MEANING = {status.value: status.meaning for status in Status}
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load_record(out: Path, student: str) -> dict | None:
@@ -86,8 +70,6 @@ def short_notes(record: Record) -> str:
 
 def _upload(grade) -> str:
     """The name the learner gave the file that was graded (from the roster of the download)."""
-    from coursetools.grade.intake import upload_name
-
     return upload_name(grade.roster.get("file", ""), grade.roster.get("lms", ""))
 
 
@@ -140,8 +122,6 @@ def write_gradebook(out: Path, scores) -> None:
 
 # --------------------------------------------------------------------------- feedback
 
-CELL_REF = re.compile(r"^cell (\d+)\b")
-
 
 def cell_label(labels: dict, index) -> str:
     """A cell as the learner sees it: ``code cell 3 (`first line`)`` (its number among the
@@ -165,7 +145,7 @@ def relabel(texts: list[str], labels: dict) -> list[str]:
         found = [labels.get(n.strip()) for n in match.group(1).split(",")]
         if not all(isinstance(f, dict) for f in found):
             return match.group(0)
-        return "code cells " + ", ".join(str(f.get("number")) for f in found)
+        return "code cells " + ", ".join(str(f.get("number")) for f in found if isinstance(f, dict))
 
     lines = []
     for text in texts:
@@ -259,6 +239,29 @@ def case_label(case, hidden_number: int, show_hidden_inputs: bool) -> str:
     return label
 
 
+# what the learner reads under a failed case, in this order: the wording of feedback.md and
+# results.json, written once (each renderer escapes the text for where it is read)
+CASE_DETAILS = (
+    ("message", "what came back"),
+    ("misconception", "this looks like a known mistake"),
+    ("hint", "hint"),
+)
+
+
+def case_details(case, show_message: bool) -> list[tuple[str, str, str]]:
+    """``(field, phrase, text)`` for each detail a failed (or errored) case shows the learner
+    (:data:`CASE_DETAILS`); none for another status. ``show_message``: the case's message
+    (what came back) may be shown (a hidden case's only with ``--show-hidden-inputs``)."""
+    if case.status not in (CaseStatus.FAILED, CaseStatus.ERROR):
+        return []
+    found = []
+    for name, phrase in CASE_DETAILS:
+        text = getattr(case, name)
+        if text and (name != "message" or show_message):
+            found.append((name, phrase, text))
+    return found
+
+
 def _case_lines(case, label: str, show_message: bool) -> list[str]:
     if case.status is CaseStatus.PASSED:
         return [f"- **passed**: {label}"]
@@ -266,21 +269,19 @@ def _case_lines(case, label: str, show_message: bool) -> list[str]:
         return [f"- **not judged**: {label} (the run stopped before this case)"]
     if case.status is CaseStatus.NOT_ATTEMPTED:
         return [f"- **not attempted**: {label}"]
+    shown: dict[str, Callable[[str], str]] = {
+        "message": md_code,
+        "misconception": lambda text: f"*{visible(text)}*",
+        "hint": visible,
+    }
     lines = [f"- **{case.status.word}**: {label}"]
-    if case.message and show_message:
-        lines.append(f"  - what came back: {md_code(case.message)}")
-    if case.misconception:
-        lines.append(f"  - this looks like a known mistake: *{visible(case.misconception)}*")
-    if case.hint:
-        lines.append(f"  - hint: {visible(case.hint)}")
+    lines += [f"  - {phrase}: {shown[name](text)}" for name, phrase, text in case_details(case, show_message)]
     return lines
 
 
 def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = False) -> str:
     """The learner's feedback: the final score, what the instructor changed and why, and per
     case what came back and why it is wrong (a hidden case's inputs only on request)."""
-    from coursetools.grade.scores import describe
-
     record = grade.record
     labels = record.cell_labels
     lines = [f"# Feedback: {visible(assignment_name)}", "", f"Student: {md_code(record.student)}", ""]

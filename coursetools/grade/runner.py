@@ -41,8 +41,7 @@ from coursetools.grade.inputs import ship
 from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, ReadFailed, Reading
 from coursetools.grade.paths import ROOT
 from coursetools.grade.process import OUTPUT_KEEP, Run, _describe_exit, base_env
-from coursetools.grade.record import Record, Status
-from coursetools.grade.report import CELL_REF
+from coursetools.grade.record import CELL_REF, Record, Status
 from coursetools.grade.submission import Assignment, Submission
 from coursetools.grade.verdict import finish, judge, one_at_a_time
 
@@ -52,6 +51,9 @@ __all__ = ["ROOT", "RunOutcome", "Settings", "base_env", "grade_submission", "ju
 # where torch's context decorators (@torch.no_grad(), attnlib.checks.allowed.DECORATORS) keep the
 # wrapper that the evaluated name is then bound to
 CONTEXT_DECORATOR_FILE = "torch/utils/_contextlib.py"
+
+
+Isolation = Literal["auto", "namespaces", "userns", "none"]  # "auto": the strongest that works here
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Settings:
     scratch_mb: int = 64
     fsize_mb: int = 64
     max_runs: int = 4
-    isolation: Literal["auto", "namespaces", "userns", "none"] = "none"
+    isolation: Isolation = "none"
     python: str = sys.executable
     hide: tuple[str, ...] = ()
     zygote: bool = True
@@ -207,8 +209,8 @@ def _run(
     # under the system's temporary folder, not the output folder: an output folder below a
     # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
     scratch = (settings.work_dir or settings.out / ".work") / record.student
-    while record.runs < settings.max_runs:
-        record.runs += 1
+    while (record.runs or 0) < settings.max_runs:
+        record.runs = (record.runs or 0) + 1
         plan.skip_cells = list(runs.skip_cells)
         plan.skip_cases = list(runs.results)
         run = Run(plan, settings, scratch, slot, deadline, stop, zygotes, memory_group)
@@ -306,7 +308,8 @@ def _ended(
     if end is RunEnd.DEADLINE or step is None:
         return True
     if step.kind is StepKind.CELL:
-        runs.skip_cells.append(step.cell)
+        if step.cell is not None:  # a cell step always names its cell
+            runs.skip_cells.append(step.cell)
     else:
         key = (str(step.ex), str(step.case))
         if key in runs.results or key[0] not in exercises:

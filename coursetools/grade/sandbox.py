@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -450,7 +450,10 @@ def _uid_processes(uid: int) -> list[int]:
 # --------------------------------------------------------------------------- grader side
 
 
-def probe() -> str:
+Confinement = Literal["namespaces", "userns", "none"]  # what probe() finds
+
+
+def probe() -> Confinement:
     """How children can be isolated here: ``"namespaces"``, ``"userns"`` or ``"none"``."""
     if not sys.platform.startswith("linux"):
         return "none"
@@ -458,7 +461,7 @@ def probe() -> str:
     if not unshare:
         return "none"
     prefixes = [[unshare, *UNSHARE_FLAGS]]
-    kinds = ["namespaces"]
+    kinds: list[Confinement] = ["namespaces"]
     if os.geteuid() != 0:
         prefixes = [[unshare, "--user", "--map-root-user", *UNSHARE_FLAGS]]
         kinds = ["userns"]

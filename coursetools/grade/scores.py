@@ -24,48 +24,19 @@ adjustment; every output names it "class mean ... over N submissions with a tota
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coursetools.grade import late, manual, overrides
+from coursetools.grade.intake import ids_to_keys, read_roster_rows
 from coursetools.grade.paths import Out
 from coursetools.grade.record import Adjustment, AdjustmentKind, Record, Status, number
+from coursetools.grade.store import ClassInfo, load_records
 
 MEAN_NAME = "class mean"
 
 
 # --------------------------------------------------------------------------- the class
-
-
-@dataclass
-class ClassInfo:
-    """``OUT/class.json``: what the grader was asked to grade, for every later command."""
-
-    assignment: str = ""  # the notebook's stem
-    notebook: str = ""  # its path
-    points: dict[str, float] = field(default_factory=dict)  # exercise id -> points, in notebook order
-    functions: dict[str, str] = field(default_factory=dict)
-    manual: dict[str, float] = field(default_factory=dict)  # written question id -> points
-    students: list[str] = field(default_factory=list)  # the class, in gradebook order
-    strays: list[str] = field(default_factory=list)  # files of the download that are not submissions
-    show_hidden_inputs: bool = False
-    overrides: str = ""  # the overrides file, when not OUT/overrides.csv
-
-    @classmethod
-    def load(cls, out: Path) -> ClassInfo:
-        try:
-            data = json.loads(Out(Path(out)).class_json.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return cls()
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-    def save(self, out: Path) -> None:
-        from coursetools.grade.report import atomic_write
-
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        atomic_write(Out(Path(out)).class_json, json.dumps(data, indent=1) + "\n")
 
 
 # --------------------------------------------------------------------------- one learner
@@ -171,27 +142,8 @@ def pending(student: str, file: str, points: dict[str, float]) -> Record:
     )
 
 
-def load_records(out: Path) -> dict[str, Record]:
-    """``{student: Record}`` of the grader's records under ``out``."""
-    records = {}
-    for path in Out(Path(out)).records():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            continue
-        if (
-            isinstance(data, dict)
-            and isinstance(data.get("student"), str)
-            and data["student"] == path.parent.name
-        ):
-            records[data["student"]] = Record.from_dict(data)
-    return records
-
-
 def read_roster(out: Path) -> tuple[dict[str, dict], dict[str, int]]:
     """The roster's graded rows ``{student: row}`` and the number of files of each student."""
-    from coursetools.grade.intake import read_roster_rows
-
     rows = read_roster_rows(out)
     graded = {r["student"]: r for r in rows if not r.get("duplicate_of")}
     files: dict[str, int] = {}
@@ -255,8 +207,6 @@ def build(info: ClassInfo, records: dict[str, Record], sources: Sources) -> Clas
     class_records = {s: records.get(s) or pending(s, "", points) for s in students}
     chosen, more = overrides.resolve(sources.overrides, class_records, sources.roster)
     problems += more
-    from coursetools.grade.intake import ids_to_keys
-
     by_id, shared = ids_to_keys(sources.roster)
     manual_scores, more = manual.resolve(sources.manual, class_records, by_id, shared)
     problems += more
@@ -282,8 +232,10 @@ def build(info: ClassInfo, records: dict[str, Record], sources: Sources) -> Clas
                     Adjustment(AdjustmentKind.MANUAL, question, None, given.points, given.comment)
                 )
         # every item has a final score (an unreadable upload graded by hand through overrides counts)
-        judged = all(scores[k] is not None for k in item_points)
-        total = round(sum(float(scores[k]) for k in item_points), 6) if judged else None
+        item_scores = [scores[k] for k in item_points]
+        total: float | None = None
+        if all(v is not None for v in item_scores):
+            total = round(sum(float(v) for v in item_scores if v is not None), 6)
         if total is not None and sources.policy is not None:
             penalty, reason = sources.policy.penalty(roster, sum(item_points.values()))
             if penalty > 0:

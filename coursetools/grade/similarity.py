@@ -49,7 +49,7 @@ class Flag:
 
 
 class _Rename(ast.NodeTransformer):
-    def __init__(self):
+    def __init__(self) -> None:
         self.names: dict[str, str] = {}
 
     def _name(self, name: str) -> str:
@@ -164,7 +164,9 @@ def sources_of(raw, functions: dict[str, str]) -> dict[str, str]:
         for ex, name in functions.items():
             if re.search(rf"^[ \t]*def[ \t]+{re.escape(name)}[ \t]*\(", source, re.M):
                 by_def[ex] = source
-    return {ex: by_meta.get(ex, by_def.get(ex)) for ex in functions if ex in by_meta or ex in by_def}
+    return {
+        ex: by_meta[ex] if ex in by_meta else by_def[ex] for ex in functions if ex in by_meta or ex in by_def
+    }
 
 
 def _shingles(toks: list[str]) -> set[tuple[str, ...]]:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -390,16 +391,16 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             )
             break
         try:
-            found = _reaches_harness(source)
+            reached = _reaches_harness(source)
             dynamic = _dynamic(source)
         except (RecursionError, MemoryError) as exc:
             review.append(
                 f"cell {index} could not be read by the forbidden-call check ({type(exc).__name__})"
             )
             continue
-        if found:
+        if reached:
             review.append(
-                f"cell {index} reaches into the grader's process ({', '.join(found)}): "
+                f"cell {index} reaches into the grader's process ({', '.join(reached)}): "
                 "it may have written to the grader's channel"
             )
         if dynamic:
@@ -427,7 +428,7 @@ def _allow_list(
     assignment: Assignment,
     review: list[str],
     held: dict[str, list[str]],
-    handed_out: list[int] = (),
+    handed_out: Sequence[int] = (),
 ) -> set[str]:
     """The allow-list rule (attnlib.checks.forbidden.audit_notebook) on exercise ``ex_id``: the
     forbidden entries it found (the answer scores 0); its review reasons go to ``review`` and,

@@ -144,7 +144,7 @@ def finish(
                 if why not in record.review:
                     record.review.append(str(why))
         elif readable and all(v is not None for v in verdicts):
-            passed = sum(v.passed for v in verdicts)
+            passed = sum(v.passed for v in verdicts if v is not None)
             score = round(points * passed / len(verdicts), 6)
             total += score
         else:
@@ -194,6 +194,7 @@ def _stored(verdict: CaseResult | None) -> Case | None:
 
 def _verdict(exercise: Exercise, ex_id: str, case, banned, results: dict, settings) -> CaseResult | None:
     """One case's verdict: 0 points when the answer uses a forbidden call (``banned``)."""
+    verdict: CaseResult | None
     if banned:
         verdict = CaseResult(
             case.name,

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+from typing import BinaryIO
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -172,7 +173,7 @@ class Zygote:
         self.isolate = isolate
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
-        self.reader = None
+        self.reader: BinaryIO | None = None
         self.lock = threading.Lock()
 
     def _start(self) -> None:
@@ -192,11 +193,17 @@ class Zygote:
         )
         child.close()
         self.sock = parent
-        self.reader = parent.makefile("rb")
-        line = self.reader.readline()
+        self.reader = reader = parent.makefile("rb")
+        line = reader.readline()
         if not line or not json.loads(line).get("ready"):
             self.close()
             raise OSError("the zygote did not start")
+
+    def _channel(self) -> tuple[socket.socket, BinaryIO]:
+        """The socket to the running zygote and its reader (set together by :meth:`_start`)."""
+        if self.sock is None or self.reader is None:
+            raise OSError("the zygote is not running")
+        return self.sock, self.reader
 
     def warm(self) -> None:
         """Start the zygote in the background, so that it is ready when the first run comes."""
@@ -216,8 +223,9 @@ class Zygote:
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
-            socket.send_fds(self.sock, [b'{"run": true}'], fds)
-            reply = json.loads(self.reader.readline())
+            sock, reader = self._channel()
+            socket.send_fds(sock, [b'{"run": true}'], fds)
+            reply = json.loads(reader.readline())
             return int(reply["pid"])
 
     def wait(self, pid: int) -> int | None:
@@ -226,8 +234,9 @@ class Zygote:
             if self.proc is None or self.proc.poll() is not None:
                 return None
             try:
-                self.sock.sendall(json.dumps({"wait": pid}).encode())
-                line = self.reader.readline()
+                sock, reader = self._channel()
+                sock.sendall(json.dumps({"wait": pid}).encode())
+                line = reader.readline()
                 return int(json.loads(line)["code"]) if line else None
             except (OSError, ValueError, KeyError):
                 return None

@@ -22,7 +22,7 @@ import pytest
 from helpers_chromium import chromium_or_skip, headless_chromium
 
 from coursetools.grade import class_report, similarity
-from coursetools.grade.gradescope import grader_module
+from coursetools.grade.commands import write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,8 @@ def test_pairs_are_flagged_but_never_the_common_short_or_starter_answer():
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
-    batch, runner = grader_module("batch"), grader_module("runner")
+    from coursetools.grade import batch, runner
+
     base = tmp_path_factory.mktemp("class")
     subs, out = base / "submissions", base / "grades"
     subs.mkdir()
@@ -116,8 +117,8 @@ def report(tmp_path_factory) -> Path:
         nbformat.write(fake_class.with_answer(source), subs / f"{student}.ipynb")
     (subs / "broken.ipynb").write_bytes(b"not json")
     settings = runner.Settings(out=out, timeout_total=60, timeout_setup=120, isolation="auto")
-    batch.grade(STEM, subs, out, 2, False, settings, quiet=True)
-    return class_report.write_report(out, STEM, ROOT / "exercises" / f"{STEM}.ipynb")
+    batch.grade(STEM, subs, out, jobs=2, settings=settings, quiet=True)
+    return write_report(out, STEM, ROOT / "exercises" / f"{STEM}.ipynb")
 
 
 class _Page(HTMLParser):
@@ -220,7 +221,7 @@ def test_the_report_covers_the_students_of_the_class_only(tmp_path):
         record["seconds"] = 1.5
     # "gone" has a record from an earlier run, but is no longer in the class (class.json)
     fake_class.write_graded(tmp_path, records, students=["ada"])
-    text = class_report.write_report(tmp_path, "09-test").read_text(encoding="utf-8")
+    text = write_report(tmp_path, "09-test").read_text(encoding="utf-8")
     assert "1 submission;" in text and "gone" not in text
     assert "class mean 2 of 2 (over 1 submission with a total)" in text
     assert "gone" not in (tmp_path / "grades.csv").read_text()

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from coursetools.grade import intake
+from coursetools.grade.publish import publish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -177,7 +178,7 @@ def test_the_roster_and_the_gradebook_columns(tmp_path):
         ],
     )
     for _ in range(2):  # idempotent
-        intake.annotate_gradebook(out)
+        publish(out)
         with open(out / "grades.csv", newline="") as fh:
             rows = list(csv.DictReader(fh))
         assert list(rows[0]) == [

@@ -10,8 +10,7 @@ import fake_class
 import nbformat
 import pytest
 
-from coursetools.grade import overrides
-from coursetools.grade.gradescope import grader_module
+from coursetools.grade.commands import apply_overrides, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +56,7 @@ def test_an_override_replaces_one_exercise_in_the_gradebook_and_gradescope(grade
     )
     before = _results(out, "ada")
     alan_before = _results(out, "alan")
-    assert overrides.apply(out) == []
+    assert apply_overrides(out) == []
     rows = _grades(out)
     assert rows["ada"]["ex-9-2"] == "0.5" and rows["ada"]["total"] == "2.5"
     assert rows["ada"]["adjustments"] == "ex-9-2: 0 -> 0.5 (partly right: the mask is transposed)"
@@ -76,12 +75,12 @@ def test_an_override_replaces_one_exercise_in_the_gradebook_and_gradescope(grade
 def test_applying_twice_changes_nothing_and_removing_a_row_restores(graded_out):
     out = graded_out
     (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-9-2,1,ok\n")
-    overrides.apply(out)
+    apply_overrides(out)
     first = ((out / "grades.csv").read_text(), _results(out, "ada"))
-    overrides.apply(out)
+    apply_overrides(out)
     assert ((out / "grades.csv").read_text(), _results(out, "ada")) == first
     (out / "overrides.csv").write_text("student,exercise,points,reason\n")
-    overrides.apply(out)
+    apply_overrides(out)
     assert _grades(out)["ada"]["total"] == "2" and _grades(out)["ada"]["ex-9-2"] == "0"
     assert _results(out, "ada")["score"] == pytest.approx(2.0)
     assert not [t for t in _results(out, "ada")["tests"] if "adjusted" in t["name"]]
@@ -100,7 +99,7 @@ def test_rows_that_cannot_apply_are_reported_and_skipped(graded_out):
         "grace,ex-9-2,0,first\n"
         "grace,ex-9-2,0.25,second\n"
     )
-    problems = overrides.apply(out)
+    problems = apply_overrides(out)
     text = "\n".join(problems)
     assert "no student 'nobody'" in text and "no exercise 'ex-7-7'" in text
     assert text.count("outside 0 .. 2") == 2 and "'two' is not a number" in text
@@ -108,7 +107,7 @@ def test_rows_that_cannot_apply_are_reported_and_skipped(graded_out):
     rows = _grades(out)
     assert rows["ada"]["ex-9-1"] == "2" and rows["grace"]["ex-9-2"] == "0.25"
     (out / "overrides.csv").write_text("who,what\nada,1\n")
-    assert any("no column" in p for p in overrides.apply(out))
+    assert any("no column" in p for p in apply_overrides(out))
 
 
 def _outputs(out: Path) -> dict[str, str]:
@@ -120,8 +119,7 @@ def _outputs(out: Path) -> dict[str, str]:
 @pytest.mark.grader
 @pytest.mark.slow
 def test_overrides_survive_a_regrade_and_every_order_gives_the_same_files(tmp_path, capsys):
-    batch, runner = grader_module("batch"), grader_module("runner")
-    from coursetools.grade import class_report
+    from coursetools.grade import batch, runner
 
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -133,7 +131,7 @@ def test_overrides_survive_a_regrade_and_every_order_gives_the_same_files(tmp_pa
     seen = []
     for force in (False, True):  # first grading, then a full regrade
         settings = runner.Settings(out=out, timeout_total=60, timeout_setup=120, isolation="auto")
-        batch.grade(STEM, subs, out, 2, force, settings, quiet=False)
+        batch.grade(STEM, subs, out, jobs=2, force=force, settings=settings, quiet=False)
         summary = capsys.readouterr().out
         graded = _outputs(out)
         rows = _grades(out)
@@ -148,11 +146,11 @@ def test_overrides_survive_a_regrade_and_every_order_gives_the_same_files(tmp_pa
         mean = "class mean 0.75 of 1 (over 2 submissions with a total)"
         assert mean in summary and mean in (out / "report.html").read_text()
         # any order of the commands gives the same files
-        assert overrides.apply(out) == []
+        assert apply_overrides(out) == []
         assert _outputs(out) == graded
-        class_report.write_report(out)
+        write_report(out)
         assert _outputs(out) == graded
-        assert overrides.apply(out) == []
+        assert apply_overrides(out) == []
         assert _outputs(out) == graded
         seen.append(graded)
     # a regrade of the same notebooks gives the same gradebook and feedback (results.json and
