@@ -203,6 +203,7 @@ def sites_setup_source(environ=os.environ) -> str:
 
 
 @pytest.mark.book
+@pytest.mark.slow
 def test_the_built_site_ships_the_wheel_its_notebooks_install(built_book):
     """The session's strictly built site: the wheel in ``_static/``, and its downloads' setup cell."""
     html, log = built_book
