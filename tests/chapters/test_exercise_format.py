@@ -27,9 +27,9 @@ def _ids():
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=_ids())
 def test_committed_exercise_matches_generator(solution):
     target = ROOT / "exercises" / solution.name
-    assert target.exists(), f"{target.name} missing: run python -m attnlib.assign"
+    assert target.exists(), f"{target.name} missing: run python -m coursetools.assign"
     assert target.read_text(encoding="utf-8") == assign.render(solution), (
-        f"exercises/{solution.name} is stale: run python -m attnlib.assign"
+        f"exercises/{solution.name} is stale: run python -m coursetools.assign"
     )
 
 
