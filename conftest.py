@@ -17,9 +17,11 @@ the second copy (``-k "not default-1thread"`` does the same).
 
 Plain ``pytest`` does this without ``--nbval``; pass ``--no-notebooks`` to skip them.
 
-Markers by room (see CONTRIBUTING.md): notebooks, the book build and everything
-under ``tests/grader/`` are ``slow``; the grader's tests are also ``grader``.
-``bash tools/test.sh -m "not slow"`` is the contributor's quick loop.
+Markers (see CONTRIBUTING.md, "Tests"): ``slow`` by what a test does, not by its folder:
+notebooks and the book build here, an explicit ``@pytest.mark.slow`` on a test that trains
+a model or runs the grader, and ``tests/conftest.py`` fails a test without it that starts
+the grader, a kernel, the book build or a browser. Everything under ``tests/grader/`` is
+also ``grader``. ``bash tools/test.sh -m "not slow"`` is the contributor's quick loop.
 """
 
 import os
@@ -134,4 +136,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.float_path)
         if grader_dir in path.parents:
             item.add_marker(pytest.mark.grader)
-            item.add_marker(pytest.mark.slow)

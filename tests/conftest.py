@@ -1,8 +1,11 @@
-"""Shared fixtures: the repository root and the website, built once per session."""
+"""Shared fixtures (the repository root, the website built once per session) and the guard
+that keeps the quick loop quick: a test not marked ``slow`` may not start the grader, a
+notebook kernel, the book build or a browser."""
 
 import os
 import subprocess
 import sys
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,99 @@ def built_book() -> tuple[Path, str]:
     if proc.returncode != 0:
         pytest.fail(f"strict book build failed (exit {proc.returncode}); log tail:\n{log[-6000:]}")
     return SITE_DIR / "_build" / "html", log
+
+
+# What `slow` means (CONTRIBUTING.md, "Tests"): a test that trains a model, executes a
+# notebook, builds the book, starts a browser or runs the grader (its sandbox, its zygote,
+# its notebook reader, its command line). All but the first start a process that the
+# guard below recognises by its command line; a test outside the `slow` selection that
+# starts one fails and says so, whatever else it asserts. A model's training has no such
+# sign: `--durations` finds it, and the test gets an explicit `@pytest.mark.slow`.
+SLOW_PROCESSES = {
+    "the grader (sandbox, zygote, notebook reader or command)": (
+        "coursetools.grade",
+        "attnlib.grade",
+        "unshare",
+        "setpriv",
+        "run_autograder",  # the Gradescope autograder, which runs the grader
+    ),
+    "a notebook kernel": ("ipykernel",),
+    "the book build": ("jupyter-book", "jupyter_book", "sphinx-build"),
+    "a browser": ("chromium", "chromedriver", "chrome"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that needs the built website is slow, whatever else it is marked (the build takes
+    minutes; after the session's first test it starts no process the guard could see)."""
+    for item in items:
+        if "built_book" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+def slow_process(argv) -> str | None:
+    """What ``argv`` starts, from ``SLOW_PROCESSES``, or None for a process the quick loop may start."""
+    if isinstance(argv, str | bytes | os.PathLike):
+        argv = [argv]
+    words = " ".join(os.fsdecode(a) if isinstance(a, bytes | os.PathLike) else str(a) for a in argv)
+    for what, signs in SLOW_PROCESSES.items():
+        if any(sign in words for sign in signs):
+            return what
+    return None
+
+
+@contextmanager
+def _refuse_slow_processes(item):
+    """Record (and stop) every process of ``SLOW_PROCESSES`` that ``item`` starts; fail it after."""
+    started: list[str] = []
+    original = subprocess.Popen.__init__
+
+    def guarded_init(self, args, *rest, **kwargs):
+        what = slow_process(args)
+        if what is not None:
+            shown = args if isinstance(args, str) else " ".join(map(str, args))
+            started.append(f"{what}: {shown[:200]}")
+            raise SlowProcessInQuickLoop(f"{item.nodeid} starts {what}; mark it slow")
+        original(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = guarded_init
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original
+        if started:
+            pytest.fail(
+                f"{item.nodeid} is not marked slow but starts "
+                + "; ".join(dict.fromkeys(started))
+                + ". Mark it @pytest.mark.slow (CONTRIBUTING.md, Tests: slow means it trains a"
+                " model, executes a notebook, builds the book, starts a browser or runs the grader)",
+                pytrace=False,
+            )
+
+
+class SlowProcessInQuickLoop(RuntimeError):
+    """Raised where a quick test starts a slow process (the test fails in any case)."""
+
+
+def _guarded_phase(item):
+    if item.get_closest_marker("slow") is not None:
+        return nullcontext()
+    return _refuse_slow_processes(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _guarded_phase(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _guarded_phase(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with _guarded_phase(item):
+        return (yield)

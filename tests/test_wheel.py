@@ -136,6 +136,7 @@ def test_no_console_script_points_into_coursetools(wheel):
     assert "coursetools" not in text, text
 
 
+@pytest.mark.slow
 def test_the_wheels_grade_alias_says_where_the_grader_runs(wheel, tmp_path):
     """Without a checkout, ``python -m attnlib.grade`` says in one line how to run the grader."""
     wheel.extractall(tmp_path / "site")
