@@ -89,6 +89,7 @@ def test_greedy_weights_are_the_teacher_forced_weights_of_its_own_output():
         assert (raw[b, stop + 1 :] == PAD).all()
 
 
+@pytest.mark.slow
 def test_attention_model_learns_the_unshuffle_task_a_little():
     torch.manual_seed(0)
     model = Seq2SeqAdditiveAttention(VOCAB_SIZE, 16, 32)

@@ -77,6 +77,7 @@ def test_first_and_previous_batch():
         first_and_previous_batch(4, 1, 5, torch.Generator())
 
 
+@pytest.mark.slow
 def test_two_heads_specialise_on_the_toy_task(one_thread):
     model, losses = train_first_and_previous(num_heads=2, steps=200, seed=0)
     assert isinstance(model, FirstAndPrevious) and losses[-1] < losses[0]

@@ -85,6 +85,7 @@ def test_order_blind_ceiling_falls_with_length_and_refuses_bad_input():
         pm.order_blind_ceiling(16, n_symbols=0)
 
 
+@pytest.mark.slow
 def test_experiment_returns_one_accuracy_per_length_and_a_loss_curve(monkeypatch, one_thread):
     monkeypatch.setattr(pm, "STEPS", 40)
     metrics = pm.experiment(seed=1)

@@ -64,6 +64,7 @@ def test_forward_cached_equals_forward():
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_a_small_model_learns_the_copy_language(one_thread):
     torch.manual_seed(0)
     model = TinyDecoderLM(d_model=32, num_heads=2, d_ff=64, num_layers=2)

@@ -29,6 +29,7 @@ def test_spread_is_current(path):
     assert {r["threads"] for r in runs} >= {1, 2}, f"{path.name}: expected 1 and 2 threads"
 
 
+@pytest.mark.slow
 def test_sweep_load_and_check(tmp_path, monkeypatch):
     module = tmp_path / "toy_experiment.py"
     module.write_text(
@@ -90,6 +91,7 @@ def test_the_hash_follows_the_code_not_the_prose():
     assert spread._code_only(base) != spread._code_only(changed)
 
 
+@pytest.mark.slow
 def test_rehash_follows_a_refactor_and_refuses_a_change(tmp_path, monkeypatch):
     """rehash records the new code's hash only when repeated runs give every recorded number again."""
     module = tmp_path / "toy_refactor.py"

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_benchmark_smoke(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "attention_bench.py"), "--smoke", "--out", str(tmp_path)],
