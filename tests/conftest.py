@@ -2,6 +2,7 @@
 that keeps the quick loop quick: a test not marked ``slow`` may not start the grader, a
 notebook kernel, the book build or a browser."""
 
+import inspect
 import os
 import subprocess
 import sys
@@ -75,11 +76,31 @@ SLOW_PROCESSES = {
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test that needs the built website is slow, whatever else it is marked (the build takes
-    minutes; after the session's first test it starts no process the guard could see)."""
+    """Mark ``slow`` what has no process for the guard to see: a test that needs the built website
+    (the build takes minutes; after the session's first test it starts nothing), and a test
+    parametrized by an exercise whose answer trains a model (its reference takes an
+    ``optimizer``: every case and every known mistake is a training run)."""
     for item in items:
-        if "built_book" in getattr(item, "fixturenames", ()):
+        if "built_book" in getattr(item, "fixturenames", ()) or _trains_a_model(item):
             item.add_marker(pytest.mark.slow)
+
+
+def _trains_a_model(item) -> bool:
+    """Whether ``item`` is parametrized by an exercise (an ``Exercise`` or a bank entry naming
+    one) whose answer takes an optimizer."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    for value in callspec.params.values():
+        reference = getattr(value, "reference", None)  # an attnlib.checks Exercise
+        if reference is None and isinstance(getattr(value, "exercise", None), str):  # a bank entry
+            from attnlib.checks import all_exercises
+
+            exercise = all_exercises().get(value.exercise)
+            reference = exercise.reference if exercise is not None else None
+        if callable(reference) and "optimizer" in inspect.signature(reference).parameters:
+            return True
+    return False
 
 
 def slow_process(argv) -> str | None:
