@@ -11,8 +11,8 @@
 
 The grading run (:mod:`.batch`), ``export`` and the commands of :mod:`.commands`
 (``report``, ``overrides``, ``manual``) all end by calling it, so whichever ran last, the
-files are the same. A file is rewritten only when its
-text changes.
+files are the same. A file is rewritten only when its text changes. Nothing below this
+floor calls it (``tests/test_layering.py``).
 """
 
 from __future__ import annotations
