@@ -224,22 +224,23 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     for node in sorted(graph):
         if node not in index:
             visit(node)
-    circles = []
-    for group in groups:  # walk inside the group from its first member back to it
-        path, seen = [group[0]], {group[0]}
-        while True:
-            nxt = sorted(n for n in graph[path[-1]] if n in group)
-            back = group[0] in nxt
-            if back:
-                circles.append([*path, group[0]])
-                break
-            step = next(n for n in nxt if n not in seen) if any(n not in seen for n in nxt) else nxt[0]
-            path.append(step)
-            seen.add(step)
-            if len(path) > len(group) + 1:
-                circles.append(path)
-                break
-    return circles
+    return [_circle(graph, group) for group in groups]
+
+
+def _circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """The shortest circle inside ``group`` (strongly connected) from its first member back to it."""
+    start = group[0]
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                return [*paths[node], start]
+            if nxt in group and nxt not in paths:
+                paths[nxt] = [*paths[node], nxt]
+                queue.append(nxt)
+    return group  # unreachable for a strongly connected group
 
 
 def test_coursetools_floors_hold_and_no_module_imports_in_a_circle():
