@@ -32,6 +32,7 @@ import os
 import sys
 import time
 import traceback
+from typing import NoReturn
 
 from coursetools.grade import events
 from coursetools.grade.events import CaseKind, LookupState, Phase, Request
@@ -386,110 +387,121 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
             reply({"n": nonce})
 
 
-def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
-    """The trusted parent's loop: ask the learner's process for each step, write every event."""
-    import secrets
+class _Supervisor:
+    """The trusted parent of one run: it asks the learner's process for each step of ``plan``
+    and writes every event to the grader's ``channel``.
 
-    read, write = os.read, os.write
-    buffer = bytearray()
-    state = {"received": 0, "forged": 0}
+    ``fd`` is its end of the private line to the learner's process (``learner``, a pid); a
+    reply counts only when it carries the nonce of its question (``check_line`` checks the
+    line's start), so what learner code writes ahead is dropped and counted (:attr:`forged`).
+    The run ends through :meth:`finish`, which never returns.
+    """
 
-    def finish(code: int) -> None:
+    def __init__(self, plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line):
+        import secrets
+
+        self.token = secrets.token_hex
+        self.read, self.write, self.monotonic = os.read, os.write, time.monotonic
+        self.plan = plan
+        self.channel = channel
+        self.fd = fd
+        self.learner = learner
+        self.exercises = exercises
+        self.check_line = check_line
+        self.buffer = bytearray()
+        self.received = 0  # bytes read from the learner's process
+        self.forged = 0  # lines dropped: written ahead by learner code, or malformed
+        self.skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
+        self.seen: dict[str, int | None] = {}  # the id of each function the lookup found
+        self.attempted: dict[str, bool] = {}
+
+    def finish(self, code: int) -> NoReturn:
         """Kill every process of the submission but this one, then end with ``code``.
 
         As PID 1 of the namespace, ``kill(-1)`` reaches every other process in it
         (a learner's ``setsid`` daemon included); without a namespace, what the
         learner started is killed by the grader (the run's cgroup, the sandbox uid).
         """
-        for target in (learner, -1) if os.getpid() == 1 else (learner,):
+        for target in (self.learner, -1) if os.getpid() == 1 else (self.learner,):
             try:
                 os.kill(target, 9)
             except OSError:
                 pass
         os._exit(code)
 
-    def died() -> None:
+    def died(self) -> NoReturn:
         """The learner's process is gone (or broke the protocol): end as it ended."""
         try:
-            os.kill(learner, 9)
+            os.kill(self.learner, 9)
         except OSError:
             pass
         try:
-            _, status = os.waitpid(learner, 0)
+            _, status = os.waitpid(self.learner, 0)
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         except ChildProcessError:
             code = 1
-        finish(128 - code if code < 0 else code)
+        self.finish(128 - code if code < 0 else code)
 
-    def flood(message: str) -> None:
-        channel.send(events.flood(message))
-        finish(0)
+    def flood(self, message: str) -> NoReturn:
+        self.channel.send(events.flood(message))
+        self.finish(0)
 
-    def receive(nonce: str) -> dict:
+    def receive(self, nonce: str) -> dict:
+        buffer = self.buffer
         while True:
             cut = buffer.find(b"\n")
             while cut < 0:
                 if len(buffer) > MAX_REPLY_BYTES:
-                    flood("the process sent too long a message to the sandbox's parent")
+                    self.flood("the process sent too long a message to the sandbox's parent")
                 try:
-                    data = read(fd, 1 << 20)
+                    data = self.read(self.fd, 1 << 20)
                 except InterruptedError:
                     continue
                 except OSError:
                     data = b""
                 if not data:
-                    died()
-                state["received"] += len(data)
-                if state["received"] > MAX_REPLIES_BYTES:
-                    flood("the process sent too much data to the sandbox's parent")
+                    self.died()
+                self.received += len(data)
+                if self.received > MAX_REPLIES_BYTES:
+                    self.flood("the process sent too much data to the sandbox's parent")
                 start = len(buffer)
                 buffer.extend(data)
                 cut = buffer.find(b"\n", start)
             line = bytes(buffer[:cut])
             del buffer[: cut + 1]
             message = None
-            if check_line(line, b'{"n": "' + nonce.encode() + b'"'):
+            if self.check_line(line, b'{"n": "' + nonce.encode() + b'"'):
                 try:
                     message = json.loads(line)
                 except (ValueError, RecursionError):
                     message = None
             if isinstance(message, dict) and message.get("n") == nonce:
                 return message
-            state["forged"] += 1  # written ahead by learner code, or malformed: dropped
+            self.forged += 1  # written ahead by learner code, or malformed: dropped
 
-    def ask(**req) -> dict:
-        nonce = secrets.token_hex(16)
+    def ask(self, **req) -> dict:
+        nonce = self.token(16)
         data = (json.dumps({"n": nonce, **req}) + "\n").encode()
         view = memoryview(data)
         while view:
             try:
-                view = view[write(fd, view) :]
+                view = view[self.write(self.fd, view) :]
             except InterruptedError:
                 continue
             except OSError:
-                died()
-        return receive(nonce)
+                self.died()
+        return self.receive(nonce)
 
-    # the learner's process confined itself before any learner code: its report first
-    ready = receive_ready(fd, buffer, died)
-    channel.send(events.hello(ready, os.getpid()))
-
-    skip_cells = set(plan.get("skip_cells", []))
-    skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
-    evaluate_after: dict[str, list[str]] = plan.get("evaluate_after", {})
-    seen: dict[str, int | None] = {}  # the id of each function the lookup found
-    attempted: dict[str, bool] = {}
-    monotonic = time.monotonic
-
-    def evaluate(ex_id: str, phase: Phase) -> None:
-        exercise = exercises[ex_id]
-        found = ask(op=Request.LOOKUP, ex=ex_id)
-        seen[ex_id] = found.get("id")
-        attempted[ex_id] = False
+    def evaluate(self, ex_id: str, phase: Phase) -> None:
+        channel, monotonic = self.channel, self.monotonic
+        exercise = self.exercises[ex_id]
+        found = self.ask(op=Request.LOOKUP, ex=ex_id)
+        self.seen[ex_id] = found.get("id")
+        self.attempted[ex_id] = False
         lookup = LookupState.read(found.get("state"))
         where = found.get("where")
         for case in exercise.cases:
-            if (ex_id, case.name) in skip_cases:
+            if (ex_id, case.name) in self.skip_cases:
                 continue
             channel.send(events.case_step(ex_id, case.name))
             start = monotonic()
@@ -500,11 +512,13 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
                 kind = CaseKind.ERROR
                 answer = {"etype": "TypeError", "text": f"{exercise.function} is not a function"}
             else:
-                answer = ask(op=Request.CASE, ex=ex_id, case=case.name)
-                kind = CaseKind.read(answer.get("kind"))
-                if kind is None or kind.by_grader:
+                answer = self.ask(op=Request.CASE, ex=ex_id, case=case.name)
+                read_kind = CaseKind.read(answer.get("kind"))
+                if read_kind is None or read_kind.by_grader:
                     kind, answer = CaseKind.ERROR, {"etype": "ProtocolError", "text": "malformed reply"}
-                attempted[ex_id] = attempted[ex_id] or kind.ran
+                else:
+                    kind = read_kind
+                self.attempted[ex_id] = self.attempted[ex_id] or kind.ran
             defined = None
             if lookup is LookupState.OK and isinstance(where, list) and len(where) == 2:
                 defined = [str(where[0])[:100], where[1] if isinstance(where[1], int) else 0]
@@ -522,46 +536,61 @@ def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: 
                 )
             )
 
-    for index, _source in plan["cells"]:
-        index = int(index)
-        if index not in skip_cells:
-            channel.send(events.cell_step(index))
-            start = monotonic()
-            answer = ask(op=Request.CELL, cell=index)
-            error = answer.get("error")
-            if isinstance(error, dict):
-                channel.send(
-                    events.cell_error(index, error.get("etype", ""), error.get("text", ""), error.get("line"))
-                )
-            channel.send(events.cell_done(index, round(monotonic() - start, 4)))
-        for ex_id in evaluate_after.get(str(index), []):
-            evaluate(ex_id, Phase.CELL)
-    for ex_id in plan.get("evaluate_at_end", []):
-        evaluate(ex_id, Phase.END)
-    # An exercise that was not attempted where its check stood, but whose
-    # function was redefined further down, is evaluated again at the end.
-    for ex_id in exercises:
-        if ex_id in seen and not attempted.get(ex_id):
-            found = ask(op=Request.LOOKUP, ex=ex_id)
-            if (
-                LookupState.read(found.get("state")) is not LookupState.MISSING
-                and found.get("id") != seen[ex_id]
-            ):
-                evaluate(ex_id, Phase.END)
-    # flush what the learner printed before "done": the grader stops reading at "done"
-    ask(op=Request.FLUSH)
-    try:
-        os.kill(learner, 9)
-        os.waitpid(learner, 0)
-    except OSError:
-        pass
-    if os.getpid() == 1:
+    def run(self) -> NoReturn:
+        """The whole run: the learner's report, each cell and its checks, the checks at the end."""
+        channel, monotonic, plan = self.channel, self.monotonic, self.plan
+        # the learner's process confined itself before any learner code: its report first
+        ready = receive_ready(self.fd, self.buffer, self.died)
+        channel.send(events.hello(ready, os.getpid()))
+        skip_cells = set(plan.get("skip_cells", []))
+        evaluate_after: dict[str, list[str]] = plan.get("evaluate_after", {})
+        for index, _source in plan["cells"]:
+            index = int(index)
+            if index not in skip_cells:
+                channel.send(events.cell_step(index))
+                start = monotonic()
+                answer = self.ask(op=Request.CELL, cell=index)
+                error = answer.get("error")
+                if isinstance(error, dict):
+                    channel.send(
+                        events.cell_error(
+                            index, error.get("etype", ""), error.get("text", ""), error.get("line")
+                        )
+                    )
+                channel.send(events.cell_done(index, round(monotonic() - start, 4)))
+            for ex_id in evaluate_after.get(str(index), []):
+                self.evaluate(ex_id, Phase.CELL)
+        for ex_id in plan.get("evaluate_at_end", []):
+            self.evaluate(ex_id, Phase.END)
+        # An exercise that was not attempted where its check stood, but whose
+        # function was redefined further down, is evaluated again at the end.
+        for ex_id in self.exercises:
+            if ex_id in self.seen and not self.attempted.get(ex_id):
+                found = self.ask(op=Request.LOOKUP, ex=ex_id)
+                if (
+                    LookupState.read(found.get("state")) is not LookupState.MISSING
+                    and found.get("id") != self.seen[ex_id]
+                ):
+                    self.evaluate(ex_id, Phase.END)
+        # flush what the learner printed before "done": the grader stops reading at "done"
+        self.ask(op=Request.FLUSH)
         try:
-            os.kill(-1, 9)  # every other process of the namespace: what the learner started
+            os.kill(self.learner, 9)
+            os.waitpid(self.learner, 0)
         except OSError:
             pass
-    channel.send(events.done(state["forged"]))
-    finish(0)
+        if os.getpid() == 1:
+            try:
+                os.kill(-1, 9)  # every other process of the namespace: what the learner started
+            except OSError:
+                pass
+        channel.send(events.done(self.forged))
+        self.finish(0)
+
+
+def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
+    """The trusted parent's loop: ask the learner's process for each step, write every event."""
+    _Supervisor(plan, channel, fd, learner, exercises, check_line).run()
 
 
 def receive_ready(fd: int, buffer: bytearray, died) -> dict:
