@@ -521,5 +521,7 @@ def test_solution_cells_were_run_in_order(solution):
     nb = nbformat.read(solution, as_version=4)
     counts = [c.execution_count for c in nb.cells if c.cell_type == "code"]
     unrun = [i for i, c in enumerate(counts) if c is None]
-    assert not unrun, f"{solution.name}: code cells {unrun} were not run: python tools/execute.py {solution.name}"
+    assert not unrun, (
+        f"{solution.name}: code cells {unrun} were not run: python tools/execute.py {solution.name}"
+    )
     assert counts == list(range(1, len(counts) + 1)), f"{solution.name}: execution counts {counts}"

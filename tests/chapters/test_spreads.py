@@ -80,7 +80,9 @@ def test_conditions_say_when_the_runs_are_not_the_full_grid():
     s = spread.Spread("toy", "m:f", full)
     assert s.conditions() == "2 seeds, 2 float paths (AVX2, DEFAULT), 1 and 2 threads"
     s = spread.Spread("toy", "m:f", full[:-1] + [run(2, "AVX2", 1)])  # an extra seed, one run short
-    assert s.conditions() == "3 seeds, 2 float paths (AVX2, DEFAULT), 1 and 2 threads; 8 of the 12 combinations"
+    assert (
+        s.conditions() == "3 seeds, 2 float paths (AVX2, DEFAULT), 1 and 2 threads; 8 of the 12 combinations"
+    )
 
 
 def test_the_hash_follows_the_code_not_the_prose():

@@ -23,7 +23,8 @@ def _drawings():
             required = [
                 p
                 for p in inspect.signature(fn).parameters.values()
-                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
             ]
             if not required:
                 yield pytest.param(fn, id=f"{module.__name__.rsplit('.', 1)[1]}.{name}")
