@@ -19,10 +19,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_skips import INTERPRETER_SKIP
 from packaging.specifiers import SpecifierSet
 
 from coursetools.grade import gradescope
-from helpers_skips import INTERPRETER_SKIP
 
 pytestmark = pytest.mark.grader
 
