@@ -218,8 +218,8 @@ def run(plan: dict) -> None:
     except Exception as exc:  # noqa: BLE001 - report and stop
         channel.send(events.fatal(f"harness imports failed: {type(exc).__name__}: {exc}"))
         os._exit(3)
-    settings = plan["sandbox"]
     try:
+        settings = sandbox.SandboxConfig.from_wire(plan["sandbox"])
         isolation = sandbox.enter(settings)
     except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise
         channel.send(events.fatal(f"sandbox setup failed: {type(exc).__name__}: {exc}"))

@@ -102,18 +102,18 @@ class Run:
         plan = self.plan.to_wire()
         plan["fd"] = write_fd
         plan["token"] = self.token = secrets.token_hex(16)
-        plan["sandbox"] = {
-            "mode": settings.isolation,
-            "scratch": str(self.scratch),
-            "scratch_mb": settings.scratch_mb,
-            "hide": [str(p) for p in settings.hide],
-            "needed": needed_paths(settings.python),
-            "uid": uid,
-            "memory_mb": settings.memory_mb,
-            "nproc": settings.nproc,
-            "fsize_mb": settings.fsize_mb,
-            "cpu_s": int(settings.timeout_total + settings.timeout_setup + 10),
-        }
+        plan["sandbox"] = sandbox.SandboxConfig(
+            mode=settings.isolation,
+            scratch=str(self.scratch),
+            scratch_mb=settings.scratch_mb,
+            hide=tuple(str(p) for p in settings.hide),
+            needed=tuple(needed_paths(settings.python)),
+            uid=uid,
+            memory_mb=settings.memory_mb,
+            nproc=settings.nproc,
+            fsize_mb=settings.fsize_mb,
+            cpu_s=int(settings.timeout_total + settings.timeout_setup + 10),
+        ).to_wire()
         # in a namespace mode the sandbox's root is built on the scratch folder and the
         # learner's home is a tmpfs at sandbox.HOME; without namespaces, the scratch folder
         home = sandbox.HOME if settings.isolation in ("namespaces", "userns") else str(self.scratch)

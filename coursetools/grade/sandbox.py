@@ -29,6 +29,7 @@ import resource
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -616,7 +617,43 @@ HOME = "/home/student"
 MNT_DETACH = 2
 
 
-def enter(settings: dict) -> dict:
+@dataclass(frozen=True)
+class SandboxConfig:
+    """What the grader asks of one run's sandbox (sent in the run's plan, read by the harness).
+
+    ``mode`` (from :func:`probe`), ``scratch`` (the host folder the new root is mounted on),
+    ``scratch_mb`` (its size), ``hide`` (more folders the run must not see), ``needed``
+    (folders the interpreter must read), ``uid`` (the sandbox uid; None: keep this one), and
+    the learner's limits ``memory_mb``, ``nproc``, ``fsize_mb``, ``cpu_s`` (None or 0: unset).
+    """
+
+    scratch: str
+    mode: str = "none"
+    scratch_mb: int = 64
+    hide: tuple[str, ...] = ()
+    needed: tuple[str, ...] = ()
+    uid: int | None = None
+    memory_mb: int | None = None
+    nproc: int | None = None
+    fsize_mb: int | None = None
+    cpu_s: int | None = None
+
+    def to_wire(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__} | {
+            "hide": list(self.hide),
+            "needed": list(self.needed),
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict) -> SandboxConfig:
+        """The config a plan carries (a missing ``scratch`` raises KeyError: nothing runs)."""
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and data[k] is not None}
+        known["hide"] = tuple(str(p) for p in data.get("hide") or ())
+        known["needed"] = tuple(str(p) for p in data.get("needed") or ())
+        return cls(**{**known, "scratch": str(data["scratch"])})
+
+
+def enter(settings: SandboxConfig) -> dict:
     """Confine the sandbox's trusted parent as ``settings`` asks; return what was achieved.
 
     In a namespace mode the process gets a new root built from an allow-list
@@ -627,14 +664,11 @@ def enter(settings: dict) -> dict:
     in the learner's own process (:func:`confine`): this process stays the
     trusted parent that holds the grader's channel.
 
-    ``settings`` keys: ``mode`` (from :func:`probe`), ``scratch`` (the host
-    folder the new root is mounted on), ``scratch_mb``, ``needed`` (folders the
-    interpreter must read), ``uid``, ``memory_mb``, ``nproc``, ``fsize_mb``, ``cpu_s``.
-    A namespace mode that cannot build its root raises OSError: a submission
-    never runs with less isolation than its report says.
+    ``settings``: :class:`SandboxConfig`. A namespace mode that cannot build its root raises
+    OSError: a submission never runs with less isolation than its report says.
     """
     report: dict = {
-        "mode": settings.get("mode", "none"),
+        "mode": settings.mode,
         "network": False,
         "readonly": False,
         "root": [],
@@ -645,7 +679,7 @@ def enter(settings: dict) -> dict:
         "seccomp": False,
         "errors": [],
     }
-    scratch = settings["scratch"]
+    scratch = settings.scratch
     linux = sys.platform.startswith("linux")
     in_ns = report["mode"] in ("namespaces", "userns") and linux
     if in_ns:
@@ -659,10 +693,10 @@ def enter(settings: dict) -> dict:
     return report
 
 
-def build_root(settings: dict, report: dict) -> None:
+def build_root(settings: SandboxConfig, report: dict) -> None:
     """Make this mount namespace's root a fresh tmpfs with only what grading needs.
 
-    On the (host) folder ``settings["scratch"]``: a tmpfs that becomes ``/`` by
+    On the (host) folder ``settings.scratch``: a tmpfs that becomes ``/`` by
     ``pivot_root``, into which the system folders (:data:`SYSTEM_DIRS`, or their
     symbolic links), a few files of ``/etc``, the ``needed`` folders (the
     interpreter, the virtual environment, the course's packages) are bind-mounted
@@ -675,7 +709,7 @@ def build_root(settings: dict, report: dict) -> None:
     """
     libc = _libc()
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
-    new = os.path.realpath(settings["scratch"])
+    new = os.path.realpath(settings.scratch)
     os.makedirs(new, exist_ok=True)
     _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
     binds: list[str] = []
@@ -703,7 +737,7 @@ def build_root(settings: dict, report: dict) -> None:
             os.symlink(os.readlink(path), new + path)
         elif os.path.isfile(path):
             bind(path, recursive=False)
-    needed = sorted({os.path.realpath(p) for p in settings.get("needed", [])}, key=len)
+    needed = sorted({os.path.realpath(p) for p in settings.needed}, key=len)
     for path in needed:
         if not os.path.exists(path) or any(_under(path, b) for b in binds):
             continue
@@ -739,7 +773,7 @@ def build_root(settings: dict, report: dict) -> None:
         os.symlink(target, f"{new}/dev/{name}")
     os.makedirs(new + "/dev/shm")
     _mount(libc, "tmpfs", new + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=16m")
-    size = int(settings.get("scratch_mb", 64))
+    size = int(settings.scratch_mb)
     os.makedirs(new + HOME)
     _mount(libc, "tmpfs", new + HOME, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}m")
     if not os.path.exists(new + "/tmp"):
@@ -771,7 +805,7 @@ def build_root(settings: dict, report: dict) -> None:
     report["root"] = sorted(set(binds))
     # what the grader asked to hide is simply not there (the host's /tmp: a fresh one)
     wanted = [
-        *settings.get("hide", []),
+        *settings.hide,
         *(os.path.join(p, "checks") for p in needed if p.endswith("/attnlib")),
     ]
     report["hidden"] = sorted({h for h in wanted if h == "/tmp" or not os.path.exists(h)})
@@ -784,7 +818,7 @@ def _machine() -> str:
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 
 
-def confine(settings: dict, report: dict) -> None:
+def confine(settings: SandboxConfig, report: dict) -> None:
     """Confine the learner's process (a child of the trusted parent), before any learner code.
 
     Resource limits; the sandbox uid when the grader is root (then the home
@@ -797,9 +831,9 @@ def confine(settings: dict, report: dict) -> None:
     linux = sys.platform.startswith("linux")
     _limits(settings, report)
     home = os.getcwd()
-    uid = settings.get("uid")
+    uid = settings.uid
     if uid is not None and os.getuid() == 0 and _real_root():
-        if _traversable(settings.get("needed", [])):
+        if _traversable(list(settings.needed)):
             try:
                 os.chown(home, uid, uid)
                 os.setgroups([])
@@ -1055,19 +1089,19 @@ def _user_process_count() -> int:
     return count
 
 
-def _limits(settings: dict, report: dict) -> None:
+def _limits(settings: SandboxConfig, report: dict) -> None:
     mb = 1 << 20
     wanted = []
-    if settings.get("memory_mb"):
-        wanted.append(("RLIMIT_AS", int(settings["memory_mb"]) * mb))
-    if settings.get("fsize_mb"):
-        wanted.append(("RLIMIT_FSIZE", int(settings["fsize_mb"]) * mb))
-    if settings.get("cpu_s"):
-        wanted.append(("RLIMIT_CPU", int(settings["cpu_s"])))
+    if settings.memory_mb:
+        wanted.append(("RLIMIT_AS", int(settings.memory_mb) * mb))
+    if settings.fsize_mb:
+        wanted.append(("RLIMIT_FSIZE", int(settings.fsize_mb) * mb))
+    if settings.cpu_s:
+        wanted.append(("RLIMIT_CPU", int(settings.cpu_s)))
     wanted.append(("RLIMIT_CORE", 0))
-    nproc = settings.get("nproc")
+    nproc = settings.nproc
     if nproc:
-        dropping = settings.get("uid") is not None and os.getuid() == 0
+        dropping = settings.uid is not None and os.getuid() == 0
         # without a uid of its own, the limit counts every process of this user
         wanted.append(("RLIMIT_NPROC", int(nproc) + (0 if dropping else _user_process_count())))
     for name, value in wanted:
