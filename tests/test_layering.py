@@ -23,6 +23,7 @@ constant name, wherever they stand (a function body, a ``try``).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,22 +59,23 @@ def room(module: str) -> str | None:
     return None
 
 
-def imported_names(path: Path) -> set[str]:
-    """Every module name ``path`` imports (absolute, relative imports resolved)."""
+def import_targets(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """Every import in ``path``, wherever it stands, as ``(module, names)``: ``import a.b`` gives
+    ``("a.b", [])``; ``from P import x, y`` gives ``(P, ["x", "y"])`` with a relative ``P``
+    resolved; ``importlib.import_module("m")`` and ``__import__("m")`` give ``("m", [])``."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
+            for alias in node.names:
+                yield alias.name, []
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 prefix = ".".join(base + ([node.module] if node.module else []))
             else:
                 prefix = node.module or ""
-            names.add(prefix)
-            names |= {f"{prefix}.{alias.name}" for alias in node.names}
+            yield prefix, [alias.name for alias in node.names]
         elif (
             isinstance(node, ast.Call)
             and node.args
@@ -84,7 +86,16 @@ def imported_names(path: Path) -> set[str]:
                 or (isinstance(node.func, ast.Name) and node.func.id in ("__import__", "import_module"))
             )
         ):
-            names.add(node.args[0].value)
+            yield node.args[0].value, []
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module name ``path`` imports (absolute, relative imports resolved); for
+    ``from P import x`` both ``P`` and ``P.x``."""
+    names = set()
+    for base, members in import_targets(path):
+        names.add(base)
+        names |= {f"{base}.{member}" for member in members}
     return names
 
 
@@ -146,31 +157,13 @@ def imported_modules(path: Path, modules: set[str]) -> set[str]:
     ``from P import x`` imports the module ``P.x`` when there is one, else a name of ``P``
     (its ``__init__`` for a package); ``import P.Q`` imports ``P.Q``; a parent package that
     Python imports on the way is not counted (it is checked as a module of its own)."""
-    module = module_name(path)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
-            for alias in node.names:
-                found.add(f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules else prefix)
-        elif (
-            isinstance(node, ast.Call)
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-            and (
-                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                or (isinstance(node.func, ast.Name) and node.func.id in ("__import__", "import_module"))
-            )
-        ):
-            found.add(node.args[0].value)
+    for base, members in import_targets(path):
+        if not members:
+            found.add(base)
+        for member in members:
+            found.add(f"{base}.{member}" if f"{base}.{member}" in modules else base)
+    module = module_name(path)
     return {name for name in found if name in modules and name != module}
 
 

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
+from helpers_setup_cell import run_setup_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -482,21 +483,6 @@ def test_setup_cell_is_the_first_code_cell_and_idempotent(repo_root):
     compile(source, "setup-cell", "exec")
 
 
-def _run_setup_cell(source: str, cwd: Path, monkeypatch) -> list[list[str]]:
-    """Run the setup cell in ``cwd`` as if attnlib were missing; return the pip commands it ran."""
-    import importlib.util
-
-    calls = []
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "attnlib" else real_find_spec(name, *a)
-    )
-    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(list(args)))
-    monkeypatch.chdir(cwd)
-    exec(compile(source, "setup-cell", "exec"), {})
-    return calls
-
-
 def test_setup_cell_installs_from_the_sites_repository_or_says_what_to_do(repo_root, tmp_path, monkeypatch):
     setup_cell = _setup_cell_module(repo_root)
     colab = tmp_path / "content"  # Colab's working folder: no checkout around it
@@ -506,9 +492,9 @@ def test_setup_cell_installs_from_the_sites_repository_or_says_what_to_do(repo_r
     (checkout / "attnlib" / "__init__.py").write_text("", encoding="utf-8")
 
     known = setup_cell.setup_source(repo_root, CourseRepository(EXAMPLE_REPOSITORY, "main", "test"))
-    (pip,) = _run_setup_cell(known, colab, monkeypatch)
+    (pip,) = run_setup_cell(known, colab, monkeypatch)
     assert pip[1:] == ["-m", "pip", "install", "--quiet", f"git+{EXAMPLE_REPOSITORY}.git@main"], pip
-    (pip,) = _run_setup_cell(known, checkout / "book", monkeypatch)  # a JupyterHub's nbgitpuller clone
+    (pip,) = run_setup_cell(known, checkout / "book", monkeypatch)  # a JupyterHub's nbgitpuller clone
     assert pip[-1] == str(checkout), pip
 
     # No repository known (issue 38.4): nothing is fetched from a guessed address, and no
@@ -517,10 +503,10 @@ def test_setup_cell_installs_from_the_sites_repository_or_says_what_to_do(repo_r
     wheel = setup_cell.wheel_filename(repo_root)
     assert "<org>" not in unknown and "git+" not in unknown, unknown
     with pytest.raises(ModuleNotFoundError, match=f"download {wheel} .*%pip install {wheel}$") as stopped:
-        _run_setup_cell(unknown, colab, monkeypatch)
+        run_setup_cell(unknown, colab, monkeypatch)
     assert "\n" not in str(stopped.value), "one line"
     (colab / wheel).write_bytes(b"")  # saved beside the notebook (Colab: uploaded to /content)
-    (pip,) = _run_setup_cell(unknown, colab, monkeypatch)
+    (pip,) = run_setup_cell(unknown, colab, monkeypatch)
     assert pip[-1] == str(colab / wheel), pip
-    (pip,) = _run_setup_cell(unknown, checkout / "book", monkeypatch)
+    (pip,) = run_setup_cell(unknown, checkout / "book", monkeypatch)
     assert pip[-1] == str(checkout), pip

@@ -18,13 +18,13 @@ Colab-like environment; tests/site/test_book_build.py checks the session's built
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers_setup_cell import run_setup_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -40,21 +40,6 @@ sys.path.pop(0)
 SITE = "https://example.github.io/attention-course/"
 NO_REPOSITORY = CourseRepository(None, "main", "unknown")
 REPOSITORY = CourseRepository("https://github.com/example/attention-course", "main", "test")
-
-
-def run_setup_cell(source: str, cwd: Path, monkeypatch) -> list[list[str]]:
-    """Run the setup cell in ``cwd`` as if attnlib were missing; return the pip commands it ran."""
-    import importlib.util
-
-    calls = []
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "attnlib" else real_find_spec(name, *a)
-    )
-    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(list(args)))
-    monkeypatch.chdir(cwd)
-    exec(compile(source, "setup-cell", "exec"), {})
-    return calls
 
 
 def test_the_wheel_is_named_as_pip_names_it_from_pyproject():
