@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import json
 from pathlib import Path
 
@@ -226,6 +227,7 @@ def _grader_modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if p.name not in DEFINITIONS)
 
 
+@functools.cache  # read once: every parametrized test below uses it, none changes it
 def _grader_positions() -> dict[str, set[int]]:
     """The Enum-typed fields of every dataclass of the grader, record.py and events.py included."""
     positions: dict[str, set[int]] = {}
