@@ -1,7 +1,6 @@
 """ruff is configured in pyproject.toml and the whole repository is clean: lint and format;
 mypy (configured there too, [tool.mypy]) finds no error in coursetools."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +25,14 @@ def test_ruff_format_is_clean(repo_root):
 
 
 def test_mypy_is_clean_over_coursetools(repo_root):
-    """The grader is type-checked: `mypy` with pyproject.toml's [tool.mypy] (files = coursetools)."""
+    """The grader is type-checked: `mypy` with pyproject.toml's [tool.mypy] (files = coursetools).
+
+    mypy keeps its incremental cache in .mypy_cache/ (git-ignored): about 8 s on a fresh
+    clone, about 1 s on the next run of the quick loop when coursetools has not changed.
+    """
     mypy = Path(sys.executable).with_name("mypy")
     proc = subprocess.run(
-        [str(mypy), "--config-file", "pyproject.toml", "--cache-dir", os.devnull],
+        [str(mypy), "--config-file", "pyproject.toml", "--cache-dir", ".mypy_cache"],
         cwd=repo_root,
         capture_output=True,
         text=True,
