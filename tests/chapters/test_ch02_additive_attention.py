@@ -142,11 +142,24 @@ def test_train_unshuffle_models_and_alignment_metrics():
         train_unshuffle_models,
     )
 
-    run = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3))
-    again = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3))
+    run = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3), side_by_side=False)
+    again = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3), side_by_side=False)
     assert run[1] == again[1] and run[3] == again[3]
     m = alignment_metrics(run[0], run[1] * 25, run[2], run[3] * 25)
     n = len(ALIGNMENT_PAIR_COUNTS)
     for key in ("acc_attention", "acc_baseline", "on_the_digit", "second_right", "top_second", "top_first"):
         assert len(m[key]) == n and all(0.0 <= v <= 1.0 for v in m[key]), key
     assert m["loss_attention"] == pytest.approx(sum(run[1]) / 2)
+
+
+@pytest.mark.slow
+def test_the_second_process_trains_the_same_baseline_bit_for_bit():
+    """side_by_side trains the model without attention in another interpreter: same numbers."""
+    from attnlib.chapters.seq2seq import Seq2SeqGRU, train_unshuffle_models
+
+    here = train_unshuffle_models(seed=1, steps=5, batch=8, pairs=(1, 3), side_by_side=False)
+    there = train_unshuffle_models(seed=1, steps=5, batch=8, pairs=(1, 3), side_by_side=True)
+    assert here[1] == there[1] and here[3] == there[3]
+    assert isinstance(there[2], Seq2SeqGRU) and not there[2].training
+    for (name, a), b in zip(here[2].state_dict().items(), there[2].state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
