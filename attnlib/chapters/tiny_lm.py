@@ -216,7 +216,8 @@ def train(
 ) -> list[float]:
     """AdamW on ``steps`` fresh batches of the copy language (drawn from ``seed``); the losses."""
     data = torch.Generator().manual_seed(seed)  # the batches
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    # foreach: one update for all the tensors, the same numbers with less Python
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)
     model.train()
     losses = []
     for _ in range(steps):
