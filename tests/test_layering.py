@@ -135,7 +135,10 @@ TOOLS_FLOOR = ("tools", ("coursetools", "coursetools.assign"))
 # coursetools/grade, from the bottom: (floor, its modules); "" is the package itself
 GRADE_FLOORS = (
     ("records and paths", ("record", "events", "wire", "inputs", "paths", "escape", "written", "store")),
-    ("isolation", ("sandbox", "harness", "zygote")),
+    (
+        "isolation",
+        ("sandbox_shared", "sandbox_host", "sandbox_parent", "sandbox_child", "sandbox", "harness", "zygote"),
+    ),
     ("grading", ("submission", "similarity", "parse_worker", "process", "verdict", "runner")),
     ("outputs", ("intake", "late", "overrides", "manual", "scores", "report", "results", "class_report")),
     ("publishing", ("publish", "export", "batch")),
@@ -296,12 +299,108 @@ def _plant(root: Path, files: dict[str, str]) -> None:
 )
 def test_a_planted_upward_import_or_circle_is_caught(tmp_path, monkeypatch, files, expected):
     """The checker itself, on a synthetic tree: a clean one passes, each planted defect is named."""
-    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
-    _plant(tmp_path, {})
-    assert coursetools_violations() == []
-    _plant(tmp_path, files)
-    found = coursetools_violations()
+    found = _found_when_planted(tmp_path, monkeypatch, files, coursetools_violations)
     assert any(line.startswith(expected) for line in found), found
+
+
+def _found_when_planted(root: Path, monkeypatch, files: dict[str, str], check) -> list[str]:
+    """What ``check()`` finds in a synthetic tree at ``root`` with ``files`` planted (and nothing
+    before they are: asserted)."""
+    monkeypatch.setattr(f"{__name__}.ROOT", root)
+    _plant(root, {})
+    assert check() == []
+    _plant(root, files)
+    return check()
+
+
+# --------------------------------------------------------------------------- the sandbox's sides
+
+# The sandbox in one module per process its code runs in (issue 38): code that runs inside the
+# sandbox never depends on the grader's side, the learner's process not on the trusted parent's,
+# and the module below them on none of them. {module: the modules it must not reach, through
+# any chain of imports}; ``sandbox`` is the grader's façade over all four.
+SANDBOX = "coursetools.grade.sandbox"
+SIDES = {
+    f"{SANDBOX}_child": (f"{SANDBOX}_host", f"{SANDBOX}_parent", SANDBOX),
+    f"{SANDBOX}_parent": (f"{SANDBOX}_host", f"{SANDBOX}_child", SANDBOX),
+    f"{SANDBOX}_host": (f"{SANDBOX}_parent", f"{SANDBOX}_child", SANDBOX),
+    f"{SANDBOX}_shared": (f"{SANDBOX}_host", f"{SANDBOX}_parent", f"{SANDBOX}_child", SANDBOX),
+    "coursetools.grade.harness": (f"{SANDBOX}_host", SANDBOX),
+    "coursetools.grade.zygote": (f"{SANDBOX}_host", SANDBOX),
+}
+
+
+def import_chains(graph: dict[str, set[str]], start: str) -> dict[str, list[str]]:
+    """``{module: the shortest chain of imports from start to it}`` for every module ``start`` reaches."""
+    chains = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in chains:
+                chains[nxt] = [*chains[node], nxt]
+                queue.append(nxt)
+    return chains
+
+
+def sandbox_side_violations() -> list[str]:
+    """Each module of :data:`SIDES` that reaches a module it must not, with the chain."""
+    graph = coursetools_imports()
+    found = []
+    for module, banned in SIDES.items():
+        chains = import_chains(graph, module)
+        found += [
+            f"{module} reaches {target}: {' -> '.join(chains[target])}"
+            for target in banned
+            if target in chains
+        ]
+    return found
+
+
+def test_code_inside_the_sandbox_never_reaches_the_graders_side():
+    assert set(SIDES) <= set(coursetools_imports()), sorted(set(SIDES) - set(coursetools_imports()))
+    found = sandbox_side_violations()
+    assert not found, "imports across the sandbox's sides (coursetools/grade/sandbox.py):\n" + "\n".join(
+        found
+    )
+    # the rule reads the real imports: each side stands on the shared module
+    graph = coursetools_imports()
+    assert all(f"{SANDBOX}_shared" in graph[f"{SANDBOX}_{side}"] for side in ("host", "parent", "child"))
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # the learner's process calling the grader's side
+        (
+            {"coursetools/grade/sandbox_child.py": "from coursetools.grade.sandbox_host import kill_uid\n"},
+            f"{SANDBOX}_child reaches {SANDBOX}_host: {SANDBOX}_child -> {SANDBOX}_host",
+        ),
+        # the same through the shared module, inside a function
+        (
+            {
+                "coursetools/grade/sandbox_child.py": "from . import sandbox_shared\n",
+                "coursetools/grade/sandbox_shared.py": "def f():\n    from .sandbox_host import probe\n",
+            },
+            f"{SANDBOX}_child reaches {SANDBOX}_host: {SANDBOX}_child -> {SANDBOX}_shared -> {SANDBOX}_host",
+        ),
+        # the learner's process leaning on the trusted parent's code
+        (
+            {"coursetools/grade/sandbox_child.py": "from coursetools.grade import sandbox_parent\n"},
+            f"{SANDBOX}_child reaches {SANDBOX}_parent",
+        ),
+        # the harness through the grader's façade
+        (
+            {"coursetools/grade/harness.py": "from coursetools.grade import sandbox\n"},
+            f"coursetools.grade.harness reaches {SANDBOX}: coursetools.grade.harness -> {SANDBOX}",
+        ),
+    ],
+)
+def test_a_planted_import_across_the_sandboxs_sides_is_caught(tmp_path, monkeypatch, files, expected):
+    """The rule itself, on a synthetic tree: a clean one passes, each planted import is named."""
+    found = _found_when_planted(tmp_path, monkeypatch, files, sandbox_side_violations)
+    assert any(line.startswith(expected) for line in found), found
+    assert coursetools_violations() == []  # no floor rule sees it: the sides' rule is needed
 
 
 @pytest.mark.parametrize(

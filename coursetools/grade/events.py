@@ -291,7 +291,8 @@ class RunOutcome:
 
 @dataclass
 class RunPlan:
-    """What one run of the harness executes; sent to it as JSON (:meth:`to_wire`)."""
+    """What one run of the harness executes; sent to it as JSON (:meth:`to_wire`), read back
+    there once (:meth:`from_wire`)."""
 
     cells: list[list]  # [[cell index, source], ...], check cells dropped, IPython syntax transformed
     evaluate_after: dict[str, list[str]]  # cell index (str) -> exercises evaluated right after it
@@ -311,6 +312,22 @@ class RunPlan:
             "skip_cases": [list(k) for k in self.skip_cases],
             "inputs": self.inputs,
         }
+
+    @classmethod
+    def from_wire(cls, data: dict) -> RunPlan:
+        """The plan :meth:`to_wire` wrote, as the harness reads it (a missing ``cells`` raises
+        KeyError); keys the run adds beside it (``fd``, ``token``, ``env``, ``sandbox``) are not its."""
+        return cls(
+            cells=[[int(index), str(source)] for index, source in data["cells"]],
+            evaluate_after={
+                str(k): [str(ex) for ex in v] for k, v in (data.get("evaluate_after") or {}).items()
+            },
+            evaluate_at_end=[str(ex) for ex in data.get("evaluate_at_end") or ()],
+            exercises=[str(ex) for ex in data.get("exercises") or ()],
+            skip_cells=[int(index) for index in data.get("skip_cells") or ()],
+            skip_cases=[(str(ex), str(case)) for ex, case in data.get("skip_cases") or ()],
+            inputs=str(data.get("inputs") or ""),
+        )
 
 
 class Transcript:

@@ -1,9 +1,11 @@
 """The program that runs inside a submission's sandbox: a trusted parent and a learner child.
 
 The parent (:func:`run`) reads its plan (the learner's code cells, where to
-evaluate each exercise, the sandbox settings) as JSON, builds the sandbox (see
-:mod:`coursetools.grade.sandbox`), and forks the learner's process, which
-confines itself further and executes the cells one by one in a fresh
+evaluate each exercise, the sandbox settings) as JSON into its types
+(:class:`~coursetools.grade.events.RunPlan`,
+:class:`~coursetools.grade.sandbox_shared.SandboxConfig`), builds the sandbox (see
+:mod:`coursetools.grade.sandbox_parent`), and forks the learner's process, which
+confines itself further (:mod:`coursetools.grade.sandbox_child`) and executes the cells one by one in a fresh
 namespace, on the parent's request. Right after each exercise's answer cell
 (where the notebook's check cell stood) the parent asks it to call
 :func:`attnlib.checks.run_case` on the learner's function for every case,
@@ -35,7 +37,10 @@ import traceback
 from typing import NoReturn
 
 from coursetools.grade import events
-from coursetools.grade.events import CaseKind, LookupState, Phase, Request
+from coursetools.grade.events import CaseKind, LookupState, Phase, Request, RunPlan
+from coursetools.grade.sandbox_child import confine
+from coursetools.grade.sandbox_parent import enter, set_dumpable
+from coursetools.grade.sandbox_shared import IsolationReport, SandboxConfig, set_pdeathsig
 
 
 def _first_line(exc: BaseException, limit: int = 300) -> str:
@@ -168,27 +173,31 @@ def _display(*objs, **kwargs) -> None:
 
 def main() -> None:
     """Entry point of a fresh interpreter: the plan comes on stdin."""
-    plan = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    wire = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    run(plan)
+    run(wire)
 
 
 MAX_REPLY_BYTES = 100 << 20  # one reply of the learner's process: a 64 MB array in base64, and room
 MAX_REPLIES_BYTES = 256 << 20  # everything the learner's process may send in one run
 
 
-def run(plan: dict) -> None:
+def run(wire: dict) -> None:
     """The sandbox's trusted parent: confine, start the learner's process, drive it; never returns.
+
+    ``wire``: the plan as the grader sent it (:meth:`RunPlan.to_wire`, with the channel's
+    ``fd`` and secret ``token``, the ``env`` and the ``sandbox`` settings beside it), read
+    once into :class:`RunPlan` and :class:`SandboxConfig`.
 
     This process holds the grader's channel and never runs learner code. In a
     namespace mode it is PID 1 of the submission's PID namespace (the zygote or
     ``unshare --fork`` made it so), so every process of the submission dies with
     it, and a signal from inside the namespace cannot kill it. It builds the
-    sandbox's root (:func:`coursetools.grade.sandbox.enter`), then forks the
+    sandbox's root (:func:`coursetools.grade.sandbox_parent.enter`), then forks the
     learner's process, which confines itself further (limits, sandbox uid, no
-    capabilities, seccomp: :func:`coursetools.grade.sandbox.confine`), closes the
+    capabilities, seccomp: :func:`coursetools.grade.sandbox_child.confine`), closes the
     channel and answers this process's requests over a private socketpair: run
     cell ``i``, look up exercise ``ex``'s function, run one case. Every event on
     the channel is written here, in the plan's order; a reply must carry the
@@ -196,13 +205,11 @@ def run(plan: dict) -> None:
     counted). When the learner's process ends, or the run is over, every other
     process of the namespace is killed.
     """
-    from coursetools.grade import sandbox
-
-    for key, value in plan.get("env", {}).items():
+    for key, value in wire.get("env", {}).items():
         os.environ[str(key)] = str(value)
 
-    sandbox.set_pdeathsig()
-    channel = _Channel(int(plan.pop("fd")), str(plan.pop("token")))
+    set_pdeathsig()
+    channel = _Channel(int(wire.pop("fd")), str(wire.pop("token")))
     # Trusted imports and references, taken before any learner code runs and before the
     # sandbox's root leaves attnlib/checks out: the checker's machinery (core: run_case,
     # to_arrays), never a chapter's check module (the grader ships the cases' inputs instead).
@@ -219,23 +226,26 @@ def run(plan: dict) -> None:
         channel.send(events.fatal(f"harness imports failed: {type(exc).__name__}: {exc}"))
         os._exit(3)
     try:
-        settings = sandbox.SandboxConfig.from_wire(plan["sandbox"])
-        isolation = sandbox.enter(settings)
+        settings = SandboxConfig.from_wire(wire["sandbox"])
+        isolation = enter(settings)
     except Exception as exc:  # noqa: BLE001 - report and stop: never run unconfined by surprise
         channel.send(events.fatal(f"sandbox setup failed: {type(exc).__name__}: {exc}"))
         os._exit(3)
+    plan = RunPlan.from_wire(wire)
+    wire.clear()  # the typed plan is what the rest reads
     try:
-        shipped = unship(plan.pop("inputs"))
+        shipped = unship(plan.inputs)
     except Exception as exc:  # noqa: BLE001 - e.g. a grader and a sandbox of different Pythons
         channel.send(events.fatal(f"the cases' inputs could not be read: {type(exc).__name__}: {exc}"))
         os._exit(3)
+    plan.inputs = ""  # unshipped once, not kept (the string may be large)
     exercises = {ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in shipped.items()}
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
     checks_pkg.check = core.check
-    cells = {int(index): source for index, source in plan["cells"]}
+    cells = {index: source for index, source in plan.cells}
 
     try:
-        sandbox.set_dumpable(False)  # not traceable, nor readable through /proc, by the learner's uid
+        set_dumpable(False)  # not traceable, nor readable through /proc, by the learner's uid
     except (OSError, AttributeError):
         pass
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -245,11 +255,10 @@ def run(plan: dict) -> None:
             parent_end.close()
             os.close(channel.fd)
             del channel
-            confined = dict(isolation)
-            sandbox.confine(settings, confined)
+            confine(settings, isolation)
         except BaseException:  # noqa: BLE001 - the parent sees the socket close before "ready"
             os._exit(3)
-        _learner(child_end.detach(), confined, cells, exercises, core.run_case, core.NotAttempted, encode)
+        _learner(child_end.detach(), isolation, cells, exercises, core.run_case, core.NotAttempted, encode)
         os._exit(0)
     child_end.close()
     _ignore_signals()
@@ -291,8 +300,11 @@ class _LearnerGone(Exception):
     """The learner's process ended, closed its socket or broke the protocol."""
 
 
-def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, not_attempted, encode) -> None:
-    """The learner's process: answer the trusted parent's requests, one at a time.
+def _learner(
+    fd: int, confined: IsolationReport, cells: dict, exercises: dict, run_case, not_attempted, encode
+) -> None:
+    """The learner's process: answer the trusted parent's requests, one at a time; its first
+    line is ``confined``, the isolation report it completed before any learner code.
 
     Learner code runs here and can change anything in this process, this loop
     included; it cannot reach the grader's channel (closed before the first cell)
@@ -326,7 +338,7 @@ def _learner(fd: int, confined: dict, cells: dict, exercises: dict, run_case, no
                 os._exit(0)
             buffer.extend(data)
 
-    reply({"ready": confined})
+    reply({"ready": confined.to_wire()})
     while True:
         req = request()
         op, nonce = req.get("op"), req.get("n")
@@ -397,7 +409,7 @@ class _Supervisor:
     The run ends through :meth:`finish`, which never returns.
     """
 
-    def __init__(self, plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line):
+    def __init__(self, plan: RunPlan, channel: _Channel, fd: int, learner: int, exercises: dict, check_line):
         import secrets
 
         self.token = secrets.token_hex
@@ -411,7 +423,7 @@ class _Supervisor:
         self.buffer = bytearray()
         self.received = 0  # bytes read from the learner's process
         self.forged = 0  # lines dropped: written ahead by learner code, or malformed
-        self.skip_cases = {tuple(x) for x in plan.get("skip_cases", [])}
+        self.skip_cases = set(plan.skip_cases)
         self.seen: dict[str, int | None] = {}  # the id of each function the lookup found
         self.attempted: dict[str, bool] = {}
 
@@ -541,11 +553,9 @@ class _Supervisor:
         channel, monotonic, plan = self.channel, self.monotonic, self.plan
         # the learner's process confined itself before any learner code: its report first
         ready = receive_ready(self.fd, self.buffer, self.died)
-        channel.send(events.hello(ready, os.getpid()))
-        skip_cells = set(plan.get("skip_cells", []))
-        evaluate_after: dict[str, list[str]] = plan.get("evaluate_after", {})
-        for index, _source in plan["cells"]:
-            index = int(index)
+        channel.send(events.hello(ready.to_wire(), os.getpid()))
+        skip_cells = set(plan.skip_cells)
+        for index, _source in plan.cells:
             if index not in skip_cells:
                 channel.send(events.cell_step(index))
                 start = monotonic()
@@ -558,9 +568,9 @@ class _Supervisor:
                         )
                     )
                 channel.send(events.cell_done(index, round(monotonic() - start, 4)))
-            for ex_id in evaluate_after.get(str(index), []):
+            for ex_id in plan.evaluate_after.get(str(index), []):
                 self.evaluate(ex_id, Phase.CELL)
-        for ex_id in plan.get("evaluate_at_end", []):
+        for ex_id in plan.evaluate_at_end:
             self.evaluate(ex_id, Phase.END)
         # An exercise that was not attempted where its check stood, but whose
         # function was redefined further down, is evaluated again at the end.
@@ -588,12 +598,12 @@ class _Supervisor:
         self.finish(0)
 
 
-def _supervise(plan: dict, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
+def _supervise(plan: RunPlan, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
     """The trusted parent's loop: ask the learner's process for each step, write every event."""
     _Supervisor(plan, channel, fd, learner, exercises, check_line).run()
 
 
-def receive_ready(fd: int, buffer: bytearray, died) -> dict:
+def receive_ready(fd: int, buffer: bytearray, died) -> IsolationReport:
     """The learner's process's first line: its confinement report, written before learner code."""
     while b"\n" not in buffer:
         data = os.read(fd, 1 << 16)
@@ -603,8 +613,7 @@ def receive_ready(fd: int, buffer: bytearray, died) -> dict:
     cut = buffer.find(b"\n")
     line = bytes(buffer[:cut])
     del buffer[: cut + 1]
-    ready = json.loads(line).get("ready")
-    return ready if isinstance(ready, dict) else {}
+    return IsolationReport.from_wire(json.loads(line)["ready"])
 
 
 if __name__ == "__main__":

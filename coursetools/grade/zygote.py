@@ -37,11 +37,20 @@ def _exit_code(status: int) -> int:
 
 def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
     """In the forked child: become a session leader, then (optionally) PID 1 of new namespaces."""
-    from coursetools.grade import sandbox
+    from coursetools.grade.sandbox_shared import (
+        MS_NODEV,
+        MS_NOEXEC,
+        MS_NOSUID,
+        MS_PRIVATE,
+        MS_REC,
+        load_libc,
+        mount,
+        set_pdeathsig,
+    )
 
     control.close()
     os.setsid()
-    sandbox.set_pdeathsig()
+    set_pdeathsig()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     plan_fd, events_fd, output_fd = fds
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -60,7 +69,7 @@ def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
     plan = json.loads(b"".join(chunks).decode("utf-8"))
     plan["fd"] = events_fd
     if isolate:
-        libc = sandbox._libc()
+        libc = load_libc()
         if libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID) != 0:
             err = ctypes.get_errno()
             os.write(2, f"unshare failed: {os.strerror(err)}\n".encode())
@@ -78,11 +87,10 @@ def _child(fds: list[int], control: socket.socket, isolate: bool) -> None:
                     continue
             code = _exit_code(status)
             os._exit(128 - code if code < 0 else code)
-        sandbox.set_pdeathsig()
+        set_pdeathsig()
         try:
-            sandbox._mount(libc, None, "/", None, sandbox.MS_REC | sandbox.MS_PRIVATE)
-            flags = sandbox.MS_NOSUID | sandbox.MS_NODEV | sandbox.MS_NOEXEC
-            sandbox._mount(libc, "proc", "/proc", "proc", flags)
+            mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+            mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         except OSError as exc:
             os.write(2, f"could not mount /proc: {exc}\n".encode())
     from coursetools.grade import harness
