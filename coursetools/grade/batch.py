@@ -30,7 +30,7 @@ from coursetools.grade.escape import key_ok
 from coursetools.grade.intake import STAGED_MARK, staged_uploads
 from coursetools.grade.parse_worker import NotebookReader
 from coursetools.grade.paths import ROOT, reserved, unreserved
-from coursetools.grade.process import needed_paths
+from coursetools.grade.process import JobSlot, needed_paths
 from coursetools.grade.record import Record, Status
 from coursetools.grade.runner import Settings, base_env, grade_submission
 from coursetools.grade.submission import Assignment, Submission, find_submissions, resolve_assignment
@@ -182,7 +182,9 @@ class GradingSession:
     slots or none), the pre-warmed zygotes (unless the caller lends its own), one
     :class:`~coursetools.grade.parse_worker.NotebookReader` per job slot and the job threads.
     ``__exit__`` releases them in the reverse order, whatever happened (an interrupt stops the
-    job threads first, without starting the submissions not yet begun).
+    job threads first, without starting the submissions not yet begun). :attr:`slots` holds each
+    job slot's share of them (its zygote, memory cgroup and reader) as a
+    :class:`~coursetools.grade.process.JobSlot`.
 
     Parameters
     ----------
@@ -207,10 +209,11 @@ class GradingSession:
         self.given, self.submissions, self.out, self.jobs, self.busy = given, submissions, out, jobs, busy
         self.zygotes = zygotes
         self.settings = given
-        self.groups: list = []
+        self.groups: list[sandbox.MemoryGroup] = []
         self.readers: list[NotebookReader] = []
+        self.slots: list[JobSlot] = []
         self.stop = threading.Event()
-        self._slots: queue.Queue[int] = queue.Queue()
+        self._free: queue.Queue[int] = queue.Queue()  # the indices of the slots not in use
         self._pool: ThreadPoolExecutor | None = None
         self._stack = ExitStack()
 
@@ -237,12 +240,23 @@ class GradingSession:
             self._pool = stack.enter_context(ThreadPoolExecutor(max_workers=self.jobs))
             stack.callback(self.stop.set)  # released first: the job threads stop taking submissions
             self._stack = stack.pop_all()
+        self.slots = [self._slot(index) for index in range(self.jobs)]
         for slot in range(self.jobs):
-            self._slots.put(slot)
+            self._free.put(slot)
         return self
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
+
+    def _slot(self, index: int) -> JobSlot:
+        """Job slot ``index``: its memory cgroup and reader, and a zygote (the slots share the
+        zygotes in turn when there are fewer, as when a caller lends them)."""
+        return JobSlot(
+            index,
+            zygote=self.zygotes[index % len(self.zygotes)] if self.zygotes else None,
+            memory_group=self.groups[index] if self.groups else None,
+            reader=self.readers[index],
+        )
 
     def grade_all(self, todo: list[Submission], grade_one, done) -> None:
         """``grade_one(sub, slot)`` for every submission of ``todo`` on the job threads, then
@@ -255,11 +269,11 @@ class GradingSession:
         def work(sub: Submission) -> None:
             if self.stop.is_set():
                 return
-            slot = self._slots.get()
+            slot = self._free.get()
             try:
                 record = grade_one(sub, slot)
             finally:
-                self._slots.put(slot)
+                self._free.put(slot)
             done(record)
 
         futures = [pool.submit(work, sub) for sub in todo]
@@ -396,26 +410,16 @@ def _kept_or_pending(
 
 def _grade_one(
     sub: Submission,
-    slot: int,
+    slot: JobSlot,
     session: GradingSession,
     assignment: Assignment,
     exercises: dict,
     book: _Gradebook,
 ) -> Record:
-    """Grade one submission in job slot ``slot`` and write what the learner reads; a failure of
+    """Grade one submission in job ``slot`` and write what the learner reads; a failure of
     the grader itself gives a ``grader-error`` record (one submission never stops the class)."""
     try:
-        record = grade_submission(
-            sub,
-            assignment,
-            exercises,
-            session.settings,
-            slot,
-            session.stop,
-            session.zygotes,
-            session.groups[slot] if session.groups else None,
-            session.readers[slot],
-        )
+        record = grade_submission(sub, assignment, exercises, session.settings, slot, session.stop)
         if record.status is not Status.INTERRUPTED:
             graded = scores.build(
                 replace(book.info, students=[sub.student]), {sub.student: record}, book.sources
@@ -501,7 +505,7 @@ def grade(
     with GradingSession(given, submissions, out, jobs, len(todo), zygotes) as session:
 
         def grade_one(sub: Submission, slot: int) -> Record:
-            return _grade_one(sub, slot, session, assignment, exercises, book)
+            return _grade_one(sub, session.slots[slot], session, assignment, exercises, book)
 
         try:
             session.grade_all(todo, grade_one, book.finished)

@@ -1,5 +1,6 @@
 """One run of a submission's process: start it (forked from a zygote, or fresh), feed it
-its plan, watch its events and output under the time limits, and kill it.
+its plan, watch its events and output under the time limits, and kill it; and the
+:class:`JobSlot` it runs in.
 
 Used by :mod:`coursetools.grade.runner`, which decides what to run again and judges.
 """
@@ -15,12 +16,15 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from coursetools.grade import sandbox
 from coursetools.grade.events import Event, EventKind, RunEnd, RunOutcome, RunPlan, Step, Transcript
+from coursetools.grade.parse_worker import NotebookReader
 from coursetools.grade.paths import ROOT
 from coursetools.grade.wire import check_line, containers
+from coursetools.grade.zygote import Zygote
 
 OUTPUT_KEEP = 8192
 MAX_EVENT_BYTES = 256 << 20  # everything one run may send on the channel
@@ -30,28 +34,45 @@ MAX_LINE_BYTES = 100 << 20  # one message: a 64 MB array in base64, and room to 
 MAX_RUN_CONTAINERS = 1_000_000
 
 
+@dataclass(frozen=True)
+class JobSlot:
+    """One job slot of a grading session: what each submission graded in it uses in turn.
+
+    ``index`` (0 to jobs - 1) gives the slot's sandbox uid (``uid_base + index``, as root) and
+    names its runs' cgroups; ``zygote`` is the pre-warmed process its runs fork from (None, or
+    an isolation it cannot serve: a fresh interpreter for each run); ``memory_group`` the
+    memory cgroup every process of a submission counts against (None: none could be made);
+    ``reader`` the worker that reads and plans its notebooks (None: one is started for each
+    submission). :class:`coursetools.grade.batch.GradingSession` makes one per slot.
+    """
+
+    index: int = 0
+    zygote: Zygote | None = None
+    memory_group: sandbox.MemoryGroup | None = None
+    reader: NotebookReader | None = None
+
+
 class Run:
-    """One process: start it, feed the plan, collect events until it ends or a limit strikes."""
+    """One process: start it, feed the plan, collect events until it ends or a limit strikes.
+
+    ``slot``: the :class:`JobSlot` it runs in (an index alone: a slot without a zygote or a
+    memory cgroup)."""
 
     def __init__(
         self,
         plan: RunPlan,
         settings,
         scratch: Path,
-        slot: int,
+        slot: JobSlot | int,
         deadline: float,
         stop,
-        zygotes=None,
-        memory_group: sandbox.MemoryGroup | None = None,
     ):
         self.plan = plan
-        self.zygotes = zygotes
-        self.memory_group = memory_group
+        self.slot = slot if isinstance(slot, JobSlot) else JobSlot(slot)
         self.uid: int | None = None
         self.token = ""
         self.settings = settings
         self.scratch = scratch
-        self.slot = slot
         self.deadline = deadline
         self.stop = stop
         self.events: list[Event] = []
@@ -97,7 +118,7 @@ class Run:
         uid = None
         if os.geteuid() == 0:
             base = settings.uid_base if settings.uid_base is not None else sandbox.SANDBOX_UID_BASE
-            uid = base + self.slot
+            uid = base + self.slot.index
         self.uid = uid
         plan = self.plan.to_wire()
         plan["fd"] = write_fd
@@ -120,11 +141,9 @@ class Run:
         plan["env"] = {"HOME": home, "TMPDIR": home, "MPLCONFIGDIR": os.path.join(home, ".matplotlib")}
         self.scratch.mkdir(parents=True, exist_ok=True)
         payload = json.dumps(plan).encode("utf-8")
-        zygote = None
-        if self.zygotes and settings.isolation in ("namespaces", "none"):
-            zygote = self.zygotes[self.slot % len(self.zygotes)]
-        name = f"coursetools-grade-{os.getpid()}-run-{self.slot}-{secrets.token_hex(4)}"
-        self.group = sandbox.RunGroup.create(name, self.memory_group)
+        zygote = self.slot.zygote if settings.isolation in ("namespaces", "none") else None
+        name = f"coursetools-grade-{os.getpid()}-run-{self.slot.index}-{secrets.token_hex(4)}"
+        self.group = sandbox.RunGroup.create(name, self.slot.memory_group)
         try:
             return self._execute_on(zygote, payload, read_fd, write_fd, plan)
         finally:
@@ -140,7 +159,9 @@ class Run:
             if sandbox._uid_processes(uid):
                 self.cleanup.append(f"processes of uid {uid} outlived the run")
 
-    def _execute_on(self, zygote, payload: bytes, read_fd: int, write_fd: int, plan: dict) -> RunOutcome:
+    def _execute_on(
+        self, zygote: Zygote | None, payload: bytes, read_fd: int, write_fd: int, plan: dict
+    ) -> RunOutcome:
         if zygote is not None:
             try:
                 return self._execute_forked(zygote, payload, read_fd, write_fd)
@@ -171,7 +192,7 @@ class Run:
         feeder.start()
         return feeder
 
-    def _execute_forked(self, zygote, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
+    def _execute_forked(self, zygote: Zygote, payload: bytes, read_fd: int, write_fd: int) -> RunOutcome:
         plan_r, plan_w = os.pipe()
         out_r, out_w = os.pipe()
         try:

@@ -23,7 +23,7 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -40,12 +40,12 @@ from coursetools.grade.events import (
 from coursetools.grade.inputs import ship
 from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, ReadFailed, Reading
 from coursetools.grade.paths import ROOT
-from coursetools.grade.process import OUTPUT_KEEP, Run, _describe_exit, base_env
+from coursetools.grade.process import OUTPUT_KEEP, JobSlot, Run, _describe_exit, base_env
 from coursetools.grade.record import CELL_REF, Record, Status
 from coursetools.grade.submission import Assignment, Submission
 from coursetools.grade.verdict import finish, judge, one_at_a_time
 
-__all__ = ["ROOT", "RunOutcome", "Settings", "base_env", "grade_submission", "judge"]
+__all__ = ["ROOT", "JobSlot", "RunOutcome", "Settings", "base_env", "grade_submission", "judge"]
 
 
 # where torch's context decorators (@torch.no_grad(), attnlib.checks.allowed.DECORATORS) keep the
@@ -59,9 +59,10 @@ Isolation = Literal["auto", "namespaces", "userns", "none"]  # "auto": the stron
 @dataclass(frozen=True)
 class Settings:
     """Limits and isolation for every submission of a run (frozen: no live processes here;
-    the pre-warmed zygotes and the notebook readers are passed to :func:`grade_submission`
-    on their own). ``timeout_parse``: seconds (wall and CPU) that reading a notebook and
-    building its plan may take, within ``timeout_total``."""
+    the pre-warmed zygote, the memory cgroup and the notebook reader of a job slot come to
+    :func:`grade_submission` in its :class:`~coursetools.grade.process.JobSlot`).
+    ``timeout_parse``: seconds (wall and CPU) that reading a notebook and building its plan may
+    take, within ``timeout_total``."""
 
     out: Path
     timeout_cell: float = 30.0
@@ -99,22 +100,25 @@ def grade_submission(
     assignment: Assignment,
     exercises: dict[str, Exercise],
     settings: Settings,
-    slot: int = 0,
+    slot: JobSlot | None = None,
     stop: threading.Event | None = None,
-    zygotes: list | None = None,
-    memory_group=None,
     reader: NotebookReader | None = None,
 ) -> Record:
-    """Grade one submission; return its record (``record.json`` is its :meth:`~Record.to_dict`).
+    """Grade one submission in job ``slot``; return its record (``record.json`` is its
+    :meth:`~Record.to_dict`).
 
-    ``reader``: the job slot's :class:`~coursetools.grade.parse_worker.NotebookReader`
-    (by default one is started for this submission alone).
+    ``slot``: the :class:`~coursetools.grade.process.JobSlot` (by default slot 0, without a
+    zygote or a memory cgroup); ``reader``, when given, reads the notebook in place of the
+    slot's reader. Without either, a :class:`~coursetools.grade.parse_worker.NotebookReader`
+    is started for this submission alone.
     """
-    if reader is None:
+    slot = slot if slot is not None else JobSlot()
+    if reader is not None:
+        slot = replace(slot, reader=reader)
+    if slot.reader is None:
         with NotebookReader(settings.memory_mb) as own:
-            return grade_submission(
-                sub, assignment, exercises, settings, slot, stop, zygotes, memory_group, own
-            )
+            return grade_submission(sub, assignment, exercises, settings, replace(slot, reader=own), stop)
+    reader = slot.reader
     stop = stop or threading.Event()
     started = time.monotonic()
     deadline = started + settings.timeout_total
@@ -123,14 +127,14 @@ def grade_submission(
     runs = _Runs()
     if reading is not None:
         plan = _plan(record, reading, assignment, exercises)
-        _run(record, runs, plan, assignment, exercises, settings, deadline, stop, slot, zygotes, memory_group)
+        _run(record, runs, plan, assignment, exercises, settings, deadline, stop, slot)
         _check_definitions(
             record, plan.cells, plan.evaluate_after, assignment, runs.defined, reader, settings.timeout_parse
         )
         _summarise(record, runs)
     held = reading.plan.get("held", {}) if reading is not None else {}
     finish(record, assignment, exercises, runs.results, settings, started, held=held)
-    record.memory_group = memory_group.kind if memory_group is not None else None
+    record.memory_group = slot.memory_group.kind if slot.memory_group is not None else None
     record.assignment = assignment.digest
     record.cell_labels = labels_for(record, reading.labels if reading is not None else {})
     return record
@@ -201,11 +205,10 @@ def _run(
     settings: Settings,
     deadline: float,
     stop: threading.Event,
-    slot: int,
-    zygotes,
-    memory_group,
+    slot: JobSlot,
 ) -> None:
-    """Step 3: run the plan until it ends, without what hung or crashed the previous run."""
+    """Step 3: run the plan in job ``slot`` until it ends, without what hung or crashed the
+    previous run."""
     # under the system's temporary folder, not the output folder: an output folder below a
     # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
     scratch = (settings.work_dir or settings.out / ".work") / record.student
@@ -213,7 +216,7 @@ def _run(
         record.runs = (record.runs or 0) + 1
         plan.skip_cells = list(runs.skip_cells)
         plan.skip_cases = list(runs.results)
-        run = Run(plan, settings, scratch, slot, deadline, stop, zygotes, memory_group)
+        run = Run(plan, settings, scratch, slot, deadline, stop)
         try:
             outcome = run.execute()
         finally:
