@@ -4,12 +4,14 @@ Runs in the harness's first process inside the sandbox (:func:`coursetools.grade
 started by the grader with its plan on a pipe: in a namespace mode it is PID 1 of new mount,
 network, IPC and PID namespaces (``unshare`` or the zygote made them), still root there (the
 host's root, or the grader's own uid mapped to 0 by ``unshare --user``), with the host's file
-system mounted as the grader sees it. No learner code has run yet, and none ever runs in this
-process. :func:`enter` builds the sandbox's root from an allow-list (:func:`build_root`: a
-tmpfs with read-only bind mounts of what grading needs and a private home) and returns the
-:class:`~coursetools.grade.sandbox_shared.IsolationReport` it starts; :func:`set_dumpable`
-keeps the learner's uid from tracing this process. A namespace mode whose root cannot be
-built stops the run instead of running less isolated (issue 24).
+system mounted as the grader sees it; without namespaces (mode ``none``) it is a plain child
+of the grader, with the grader's uid, and only moves into its scratch folder. No learner code
+has run yet, and none ever runs in this process. :func:`enter` builds the sandbox's root from
+an allow-list (:func:`build_root`: a tmpfs with read-only bind mounts of what grading needs
+and a private home) and returns the :class:`~coursetools.grade.sandbox_shared.IsolationReport`
+it starts; :func:`set_dumpable` keeps the learner's uid from tracing this process. A
+namespace mode whose root cannot be built stops the run instead of running less isolated
+(issue 24).
 
 The learner's process, forked from here, confines itself further
 (:mod:`coursetools.grade.sandbox_child`); this module imports nothing of the grader's side
