@@ -24,11 +24,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
 
-__all__ = ["Job", "call_each", "start"]
+__all__ = ["Job", "call_each", "spare_core", "start"]
 
 _CHILD = """
 import sys, time, torch
@@ -50,18 +51,26 @@ class Job:
         The call's arguments; after :meth:`result`, as the call left them in the second
         process (a model it trained in place, for example).
     seconds : float or None
-        After :meth:`result`: how long the call took in the second process (its start and
-        imports not counted).
+        After :meth:`result`: how long the call took (its process's start and imports not
+        counted).
+    where : str
+        ``"a second process"``, or ``"this process"`` where :func:`spare_core` said no: the
+        call then runs here, when :meth:`result` asks for it (the same numbers).
     """
 
-    def __init__(self, proc: subprocess.Popen, folder: tempfile.TemporaryDirectory, args, kwargs, name):
-        self._proc, self._folder, self._name = proc, folder, name
+    def __init__(self, proc, folder, args, kwargs, name, fn=None):
+        self._proc, self._folder, self._name, self._fn = proc, folder, name, fn
         self.args, self.kwargs, self.seconds = args, kwargs, None
+        self.where = "this process" if proc is None else "a second process"
         self._done = False
         self._value = None
 
     def result(self):
         """Wait for the call; its return value. Raises ``RuntimeError`` if the process failed."""
+        if not self._done and self._proc is None:  # no spare core: the call runs here, now
+            start = time.perf_counter()
+            self._value = self._fn(*self.args, **self.kwargs)
+            self.seconds, self._done = time.perf_counter() - start, True
         if not self._done:
             self._proc.wait()
             try:
@@ -88,8 +97,27 @@ def call_each(fn, calls) -> list:
     return [fn(*args) for args in calls]
 
 
+def spare_core() -> bool:
+    """Whether a second process would find a core of its own.
+
+    Yes where the 1-minute load average is below the core count less one half (on 2 cores:
+    below 1.5; the page's own process counts in it). On a busy machine a second interpreter only
+    adds its start (seconds) to the work the cores share, so :func:`start` keeps the call here.
+    Where the load average cannot be read (Windows), yes if there are two cores or more.
+    """
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores >= 2
+    return cores >= 2 and load < cores - 0.5
+
+
 def start(fn, *args, **kwargs) -> Job:
     """Start ``fn(*args, **kwargs)`` in a fresh Python process; a :class:`Job` to wait on.
+
+    Where no core is spare (:func:`spare_core`), nothing starts: the call runs in this
+    process when :meth:`Job.result` asks for it, and ``Job.where`` says so.
 
     Parameters
     ----------
@@ -104,6 +132,9 @@ def start(fn, *args, **kwargs) -> Job:
     """
     if not callable(fn) or getattr(fn, "__module__", "__main__") in ("__main__", None):
         raise TypeError(f"second_process.start: fn must be an importable function, got {fn!r}")
+    name = getattr(fn, "__qualname__", repr(fn))
+    if not spare_core():
+        return Job(None, None, args, kwargs, name, fn)
     folder = tempfile.TemporaryDirectory(prefix="attnlib-second-")
     call, out = Path(folder.name) / "call.pt", Path(folder.name) / "out.pt"
     torch.save((fn, args, kwargs), call)
@@ -112,4 +143,4 @@ def start(fn, *args, **kwargs) -> Job:
     argv = [sys.executable, "-c", _CHILD, str(call), str(out), str(torch.get_num_threads())]
     with open(Path(folder.name) / "stderr.txt", "wb") as err:  # a file: a pipe could fill and block
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    return Job(proc, folder, args, kwargs, getattr(fn, "__qualname__", repr(fn)))
+    return Job(proc, folder, args, kwargs, name)

@@ -6,12 +6,19 @@ import torch
 from attnlib.chapters import second_process, tiny_lm
 
 
+@pytest.fixture
+def spare_core(monkeypatch):
+    """A second process starts whatever the machine's load (the tests compare both places)."""
+    monkeypatch.setattr(second_process, "spare_core", lambda: True)
+
+
 @pytest.mark.slow
-def test_a_training_run_in_the_second_process_equals_the_same_run_here():
+def test_a_training_run_in_the_second_process_equals_the_same_run_here(spare_core):
     torch.set_num_threads(1)
     here = tiny_lm.build_model(3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
     there = tiny_lm.build_model(3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
     job = second_process.start(tiny_lm.train, there, steps=4, seed=5)
+    assert job.where == "a second process"
     losses = tiny_lm.train(here, steps=4, seed=5)
     assert job.result() == losses
     trained = job.args[0]
@@ -23,7 +30,7 @@ def test_a_training_run_in_the_second_process_equals_the_same_run_here():
 
 
 @pytest.mark.slow
-def test_a_failure_in_the_second_process_is_raised_with_its_message():
+def test_a_failure_in_the_second_process_is_raised_with_its_message(spare_core):
     job = second_process.start(tiny_lm.test_set, size="many")
     with pytest.raises(RuntimeError, match=r"test_set failed in the second process \(exit 1\)"):
         job.result()
@@ -39,7 +46,7 @@ def test_a_function_that_cannot_be_imported_is_refused():
 
 
 @pytest.mark.slow
-def test_the_chapters_runs_that_go_to_the_second_process_are_the_same_there():
+def test_the_chapters_runs_that_go_to_the_second_process_are_the_same_there(spare_core):
     """Chapter 11's CNN and chapter 12's dropout run (dropout draws from torch's RNG) both ways."""
     from attnlib.chapters import char_lm, vit
 
@@ -56,3 +63,28 @@ def test_the_chapters_runs_that_go_to_the_second_process_are_the_same_there():
             here, there = here["model"], there["model"]
         for (name, a), b in zip(here.state_dict().items(), there.state_dict().values(), strict=True):
             assert torch.equal(a, b), f"{fn.__name__}: {name}"
+
+
+@pytest.mark.slow
+def test_without_a_spare_core_the_call_runs_here_when_asked(monkeypatch):
+    monkeypatch.setattr(second_process, "spare_core", lambda: False)
+    torch.set_num_threads(1)
+    model = tiny_lm.build_model(3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    again = tiny_lm.build_model(3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    job = second_process.start(tiny_lm.train, model, steps=3, seed=5)
+    assert job.where == "this process" and job.seconds is None
+    assert torch.equal(model.head.weight, again.head.weight)  # nothing ran yet
+    assert job.result() == tiny_lm.train(again, steps=3, seed=5)
+    assert job.args[0] is model and torch.equal(model.head.weight, again.head.weight)
+    assert job.seconds >= 0 and job.result() is job.result()  # once
+
+
+def test_spare_core_reads_the_load_average(monkeypatch):
+    monkeypatch.setattr(second_process.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(second_process.os, "getloadavg", lambda: (1.2, 0.0, 0.0))
+    assert second_process.spare_core()
+    monkeypatch.setattr(second_process.os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    assert not second_process.spare_core()
+    monkeypatch.setattr(second_process.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(second_process.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not second_process.spare_core()
