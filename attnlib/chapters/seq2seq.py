@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlib.chapters.second_process import spare_core
 from attnlib.chapters.vocab import (
     BOS,
     DIGIT_OFFSET,
@@ -578,14 +579,15 @@ def train_unshuffle_models(seed=0, steps=600, batch=64, pairs=(1, 6),
     """Chapter 02's run: the attention model (d_h = 32) and chapter 01's
     model (a 64-number context), trained on the same un-shuffle batches.
 
-    Weights and batches come from seed. With side_by_side, the model
-    without attention trains in a second Python process (on a second
-    core) while the attention model trains here: the same numbers,
-    sooner. Returns (attention model, its losses, model without
-    attention, its losses).
+    Weights and batches come from seed. With side_by_side, where a core
+    is spare, the model without attention trains in a second Python
+    process (on that core) while the attention model trains here: the
+    same numbers, sooner. Returns (attention model, its losses, model
+    without attention, its losses).
     """
     args = (seed, steps, batch, pairs, torch.get_num_threads())
-    second = _start_second_process(args) if side_by_side else None
+    spare = side_by_side and spare_core()  # a busy machine: both here
+    second = _start_second_process(args) if spare else None
     model = seeded_model(seed, Seq2SeqAdditiveAttention, VOCAB_SIZE,
                          emb_dim=16, hidden_dim=32)
     make_batch = partial(unshuffle_batch, batch, pairs)  # (generator)
