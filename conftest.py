@@ -50,9 +50,6 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.pluginmanager.register(SecondFloatPath(), "course-second-float-path")
-    config.addinivalue_line(  # pytest-xdist registers it too; here it is known without xdist
-        "markers", "xdist_group(name): tests that one worker runs, in order (see work_group)"
-    )
     config.addinivalue_line(
         "markers",
         f"float_path: a notebook run again with {SECOND_PATH_ENV} (the [{SECOND_PATH}] copies)",
@@ -129,41 +126,48 @@ class SecondFloatPath:
         return collector
 
 
-# Two workers run the suite (tools/test.sh: pytest-xdist, ``-n 2 --dist loadgroup``). A work
-# group goes to one worker and runs there in collection order:
-# * a notebook, both float paths: its cells share one kernel, and its two copies write the same
-#   files beside it (chapter 10's exported model);
-# * the website's tests: they share the one strict build of the session (``built_book``);
-# * a test module whose tests share a module- or class-scoped fixture (a trained model): made once.
-# Any other test goes alone to whichever worker is free.
-SITE_TESTS = ("tests", "site")
-SHARED_SCOPES = {"module", "class", "package"}
+# Workers (opt-in: ``COURSE_TEST_WORKERS=2 bash tools/test.sh``, pytest-xdist ``--dist loadscope``).
+# The course's scheduler sends each of these units whole to one worker, in collection order:
+# * a file: a notebook's cells (both float paths) share one kernel per copy, and a test module's
+#   module-scoped fixtures (trained models) are made once;
+# * the website's tests (tests/site/): they share the session's one strict build (built_book);
+# * except tests/test_binder.py, whose tests (each builds its own environment) go one by one.
+# (xdist's own ``loadgroup`` cannot be used: it renames item._nodeid, which pytest 9.2 ignores.)
+SITE_TESTS = "tests/site/"
+ONE_BY_ONE = ("tests/test_binder.py",)
 
 
-def work_group(config, item) -> str | None:
-    """The xdist group of ``item`` (its notebook, its test module or ``site``), or None."""
-    path = Path(str(item.path))
-    try:
-        parts = path.relative_to(config.rootpath).parts
-    except ValueError:
-        parts = path.parts
-    if parts[: len(SITE_TESTS)] == SITE_TESTS:
+def work_unit(nodeid: str) -> str:
+    """The scheduling unit of a test, from its node id alone (the controller sees no items)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(SITE_TESTS):
         return "site"
-    if path.suffix == ".ipynb":
-        return "/".join(parts)
-    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    if any(d.scope in SHARED_SCOPES for defs in fixtures.values() for d in defs):
-        return "/".join(parts)
-    return None
+    if path in ONE_BY_ONE:
+        return nodeid
+    return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the node ids
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is pinned in requirements.txt; without it, no workers
+    LoadScopeScheduling = None
+else:
+
+    class CourseScheduling(LoadScopeScheduling):
+        """``--dist loadscope`` with the course's units (:func:`work_unit`)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadscope":
+            return CourseScheduling(config, log)
+        return None
+
+
 def pytest_collection_modifyitems(config, items):
     grader_dir = config.rootpath / "tests" / "grader"
     for item in items:
-        group = work_group(config, item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
         path = Path(str(item.path))
         if path.suffix == ".ipynb" or item.get_closest_marker("book"):
             item.add_marker(pytest.mark.slow)

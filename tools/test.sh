@@ -2,7 +2,7 @@
 # Run the whole test suite: lint, unit and property tests, nbval on the
 # notebooks, the exercise-sync check and the strict book build.
 # Extra arguments go to pytest, e.g.  bash tools/test.sh -m "not book" tests/
-# (two workers share the tests; add -n 0 to run them in one process, e.g. with --pdb).
+# (COURSE_TEST_WORKERS=2 bash tools/test.sh ... shares them between two workers).
 # Every book/ and solutions/ notebook runs twice: on this CPU's float path and as
 # "[default-1thread]" (ATEN_CPU_CAPABILITY=default, one thread; see conftest.py);
 # --native-only skips the second run. tests/test_float_paths.py runs tests/library on
@@ -18,7 +18,10 @@ export PYTHONHASHSEED=0
 # cores they wait for (one exercise's bank: 4.9 s spinning, 1.1 s passive, at load 4.8).
 # It changes no number: only how a waiting thread waits.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-# Two workers (pytest-xdist): a notebook, a test module or the website's tests run whole on one
-# worker (conftest.py, work_group), in collection order. `-n 0` after the command runs in one
-# process; COURSE_TEST_WORKERS=N sets the number of workers.
-exec .venv/bin/python -m pytest -n "${COURSE_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+# COURSE_TEST_WORKERS=2 shares the tests between two workers (pytest-xdist; conftest.py's
+# scheduler keeps a notebook, a test module and the website's tests whole on one worker).
+workers=()
+if [ "${COURSE_TEST_WORKERS:-1}" -gt 1 ]; then
+  workers=(-n "$COURSE_TEST_WORKERS" --dist loadscope --no-loadscope-reorder)
+fi
+exec .venv/bin/python -m pytest ${workers[@]+"${workers[@]}"} "$@"
