@@ -150,7 +150,7 @@ def work_unit(nodeid: str) -> str:
 try:
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:  # pytest-xdist is pinned in requirements.txt; without it, no workers
-    LoadScopeScheduling = None
+    pass
 else:
 
     class CourseScheduling(LoadScopeScheduling):
