@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Literal
 
-from coursetools.grade.sandbox_shared import mountinfo_entries, traversable, under
+from coursetools.grade.sandbox_shared import MountEntry, mountinfo_entries, traversable, under
 
 UNSHARE_FLAGS = ["--mount", "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"]
 # uids of the sandbox users: one per job slot AND per grader instance (see
@@ -267,20 +267,25 @@ def _freeze_and_kill(path: str) -> None:
 def _cgroup_mounts() -> list[tuple[str, str]]:
     """Writable cgroup mounts that a run's group can live in: every cgroup2 mount ("v2"),
     the v1 freezer hierarchy ("freezer") and the v1 memory hierarchy ("memory")."""
+    found: list[tuple[str, str]] = []
+    for entry in _writable_cgroup_mounts():
+        if entry.fs_type == "cgroup2":
+            found.append(("v2", entry.point))
+        elif "freezer" in entry.super_options:
+            found.append(("freezer", entry.point))
+        elif "memory" in entry.super_options:
+            found.append(("memory", entry.point))
+    return found
+
+
+def _writable_cgroup_mounts() -> list[MountEntry]:
+    """The cgroup mounts (v1 and v2) of this mount namespace that this process may write to;
+    none where ``/proc/self/mountinfo`` cannot be read."""
     try:
         entries = mountinfo_entries()
     except OSError:
         return []
-    found: list[tuple[str, str]] = []
-    for entry in entries:
-        if entry.fs_type == "cgroup2":
-            found.append(("v2", entry.point))
-        elif entry.fs_type == "cgroup":
-            if "freezer" in entry.super_options:
-                found.append(("freezer", entry.point))
-            elif "memory" in entry.super_options:
-                found.append(("memory", entry.point))
-    return [(k, p) for k, p in found if os.access(p, os.W_OK)]
+    return [e for e in entries if e.fs_type in ("cgroup", "cgroup2") and os.access(e.point, os.W_OK)]
 
 
 def sweep_memory_groups() -> None:
@@ -328,12 +333,8 @@ def _write(path: str, text: str, required: bool = True) -> None:
 
 def _cgroup_roots() -> list[tuple[str, str]]:
     """Writable cgroup folders that offer the memory controller: v2 first, then v1."""
-    try:
-        entries = mountinfo_entries()
-    except OSError:
-        return []
     found: list[tuple[str, str]] = []
-    for entry in entries:
+    for entry in _writable_cgroup_mounts():
         if entry.fs_type == "cgroup2":
             try:
                 with open(os.path.join(entry.point, "cgroup.controllers"), encoding="ascii") as fh:
@@ -341,9 +342,9 @@ def _cgroup_roots() -> list[tuple[str, str]]:
                         found.insert(0, ("cgroup v2", entry.point))
             except OSError:
                 pass
-        elif entry.fs_type == "cgroup" and "memory" in entry.super_options:
+        elif "memory" in entry.super_options:
             found.append(("cgroup v1", entry.point))
-    return [(k, p) for k, p in found if os.access(p, os.W_OK)]
+    return found
 
 
 def kill_uid(uid: int) -> None:

@@ -149,3 +149,34 @@ def test_the_session_gives_each_job_slot_its_own_reader_group_and_zygote(tmp_pat
         # busy=1: one zygote, shared by both slots in turn
         assert len(session.zygotes) == 1 and all(s.zygote is session.zygotes[0] for s in slots)
         assert all(isinstance(s, process.JobSlot) for s in slots)
+
+
+def test_the_cgroup_readers_share_one_filter_of_the_mount_table(monkeypatch, tmp_path):
+    """``_cgroup_mounts`` (where a run's group may live) and ``_cgroup_roots`` (where the memory
+    controller is) read one list of writable cgroup mounts: a read-only or non-cgroup mount is in
+    neither, v2 roots come first, and an unreadable mount table gives none."""
+    v2, freezer, memory, locked = (tmp_path / name for name in ("v2", "freezer", "memory", "locked"))
+    for folder in (v2, freezer, memory, locked):
+        folder.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    entry = sandbox_shared.MountEntry
+    table = [
+        entry(str(memory), "cgroup", ["rw"], ["rw", "memory"]),
+        entry(str(freezer), "cgroup", ["rw"], ["rw", "freezer"]),
+        entry(str(tmp_path), "tmpfs", ["rw"], []),
+        entry(str(locked), "cgroup", ["ro"], ["rw", "memory"]),
+        entry(str(v2), "cgroup2", ["rw"], []),
+    ]
+    monkeypatch.setattr(sandbox_host, "mountinfo_entries", lambda: table)
+    real_access = os.access
+    writable = lambda p, mode: str(p) != str(locked) and real_access(p, mode)  # noqa: E731
+    monkeypatch.setattr(sandbox_host.os, "access", writable)
+    expected = [("memory", str(memory)), ("freezer", str(freezer)), ("v2", str(v2))]
+    assert sandbox_host._cgroup_mounts() == expected
+    assert sandbox_host._cgroup_roots() == [("cgroup v2", str(v2)), ("cgroup v1", str(memory))]
+
+    def unreadable():
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(sandbox_host, "mountinfo_entries", unreadable)
+    assert sandbox_host._cgroup_mounts() == [] and sandbox_host._cgroup_roots() == []
