@@ -18,19 +18,13 @@ The tokens (``PAD``, ``BOS``, ``EOS``, digits from ``DIGIT_OFFSET``) live in
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.chapters.second_process import spare_core
 from attnlib.chapters.vocab import (
     BOS,
     DIGIT_OFFSET,
@@ -75,6 +69,7 @@ __all__ = [
     "token_accuracy",
     "train_reverse_model",
     "train_seq2seq",
+    "train_unshuffle_attention",
     "train_unshuffle_baseline",
     "train_unshuffle_models",
     "unshuffle_batch",
@@ -574,87 +569,41 @@ def bottleneck_experiment(seed: int = 0) -> dict:
 ALIGNMENT_PAIR_COUNTS = tuple(range(2, 10))
 
 
-def train_unshuffle_models(seed=0, steps=600, batch=64, pairs=(1, 6),
-                           side_by_side=True):
-    """Chapter 02's run: the attention model (d_h = 32) and chapter 01's
-    model (a 64-number context), trained on the same un-shuffle batches.
+def train_unshuffle_models(seed=0, steps=600, batch=64, pairs=(1, 6)):
+    """Chapter 02's run: the attention model and chapter 01's model,
+    one after the other, on the same un-shuffle batches (seeded by seed).
 
-    Weights and batches come from seed. With side_by_side, where a core
-    is spare, the model without attention trains in a second Python
-    process (on that core) while the attention model trains here: the
-    same numbers, sooner. Returns (attention model, its losses, model
-    without attention, its losses).
+    Returns (attention model, its losses, model without attention, its
+    losses). The two trainings share nothing, so the chapter may run them
+    at once, each on its own core: the same numbers.
     """
-    args = (seed, steps, batch, pairs, torch.get_num_threads())
-    spare = side_by_side and spare_core()  # a busy machine: both here
-    second = _start_second_process(args) if spare else None
+    model, losses = train_unshuffle_attention(seed, steps, batch, pairs)
+    baseline, baseline_losses = train_unshuffle_baseline(seed, steps, batch,
+                                                         pairs)
+    return model, losses, baseline, baseline_losses
+
+
+def train_unshuffle_attention(seed=0, steps=600, batch=64, pairs=(1, 6)):
+    """The attention model (d_h = 32) on chains of pairs[0] to pairs[1]
+    pairs, batch chains a step. Returns (the trained model, its losses).
+    """
     model = seeded_model(seed, Seq2SeqAdditiveAttention, VOCAB_SIZE,
                          emb_dim=16, hidden_dim=32)
     make_batch = partial(unshuffle_batch, batch, pairs)  # (generator)
     losses = train_seq2seq(model, make_batch, steps, lr=1e-2, seed=seed)
-    if second is None:
-        baseline, baseline_losses = train_unshuffle_baseline(*args)
-    else:
-        baseline, baseline_losses = _finish_second_process(second, seed)
-    return model, losses, baseline, baseline_losses
+    return model, losses
 
 
-def train_unshuffle_baseline(seed, steps, batch, pairs, threads):
+def train_unshuffle_baseline(seed=0, steps=600, batch=64, pairs=(1, 6)):
     """Chapter 01's model (E = 16, a 64-number context) on the same
-    batches: train_unshuffle_models runs it here or in a second process.
-    Returns (the trained model, its losses).
+    batches as train_unshuffle_attention. Returns (model, its losses).
     """
-    torch.set_num_threads(threads)  # in a second process: as in the first
     baseline = seeded_model(seed, Seq2SeqGRU, VOCAB_SIZE, emb_dim=16,
                             hidden_dim=64)
     make_batch = partial(unshuffle_batch, batch, pairs)  # (generator)
     losses = train_seq2seq(baseline, make_batch, steps, lr=1e-2,
                            seed=seed)
     return baseline, losses
-
-
-# fmt: on
-def _start_second_process(args: tuple) -> tuple:
-    """Start ``train_unshuffle_baseline(*args)`` in a fresh interpreter; (process, its output file).
-
-    A plain subprocess, not ``multiprocessing``: nothing of the caller's ``__main__`` is run
-    again (a learner's script needs no ``if __name__ == "__main__"``). It inherits the
-    environment (``ATEN_CPU_CAPABILITY``, ``OMP_NUM_THREADS``) and gets the thread count, so
-    its numbers are those of the same call in this process, bit for bit.
-    """
-    out = tempfile.NamedTemporaryFile(suffix=".pt", delete=False)
-    out.close()
-    code = (
-        "import sys, torch\n"
-        "from attnlib.chapters.seq2seq import train_unshuffle_baseline\n"
-        f"model, losses = train_unshuffle_baseline(*{args!r})\n"
-        "torch.save({'state': model.state_dict(), 'losses': losses}, sys.argv[1])\n"
-    )
-    env = dict(os.environ)
-    here = str(Path(__file__).resolve().parents[2])  # the folder that holds attnlib
-    env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, out.name], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    return proc, out.name
-
-
-def _finish_second_process(second: tuple, seed: int) -> tuple[nn.Module, list[float]]:
-    """Wait for the second process; its trained model (eval mode) and losses."""
-    proc, path = second
-    try:
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"train_unshuffle_models: the second process failed (exit {proc.returncode}); "
-                f"train_unshuffle_models(..., side_by_side=False) trains both here.\n{err.decode()[-2000:]}"
-            )
-        saved = torch.load(path, weights_only=True)
-    finally:
-        os.unlink(path)
-    baseline = seeded_model(seed, Seq2SeqGRU, VOCAB_SIZE, emb_dim=16, hidden_dim=64)
-    baseline.load_state_dict(saved["state"])
-    return baseline.eval(), saved["losses"]
 
 
 # fmt: on

@@ -108,10 +108,8 @@ def token_strings(ids, vocab: list[str], stop_at_eos: bool = True) -> list[str]:
 def pad_rows(rows: list[list[int]]) -> torch.Tensor:
     """Right-pad lists of token ids with PAD: a LongTensor (B, max length)."""
     width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), PAD, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
+    padded = [[*r, *[PAD] * (width - len(r))] for r in rows]
+    return torch.tensor(padded, dtype=torch.long)  # one tensor, not one per row
 
 
 def shift_right(tgt: torch.Tensor) -> torch.Tensor:

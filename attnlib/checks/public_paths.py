@@ -136,7 +136,6 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.chapters.seq2seq.pad_rows": "attnlib.chapters.vocab.pad_rows",
     "attnlib.chapters.seq2seq.padding_mask": "attnlib.masks.padding_mask",
     "attnlib.chapters.seq2seq.shift_right": "attnlib.chapters.vocab.shift_right",
-    "attnlib.chapters.seq2seq.spare_core": "attnlib.chapters.second_process.spare_core",
     "attnlib.chapters.tiny_lm.LearnedPositions": "attnlib.positions.LearnedPositions",
     "attnlib.chapters.tiny_lm.TransformerBlock": "attnlib.transformer.TransformerBlock",
     "attnlib.chapters.vit.LearnedPositions": "attnlib.positions.LearnedPositions",

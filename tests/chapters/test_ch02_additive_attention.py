@@ -142,8 +142,8 @@ def test_train_unshuffle_models_and_alignment_metrics():
         train_unshuffle_models,
     )
 
-    run = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3), side_by_side=False)
-    again = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3), side_by_side=False)
+    run = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3))
+    again = train_unshuffle_models(seed=0, steps=2, batch=4, pairs=(1, 3))
     assert run[1] == again[1] and run[3] == again[3]
     m = alignment_metrics(run[0], run[1] * 25, run[2], run[3] * 25)
     n = len(ALIGNMENT_PAIR_COUNTS)
@@ -153,20 +153,27 @@ def test_train_unshuffle_models_and_alignment_metrics():
 
 
 @pytest.mark.slow
-def test_the_second_process_trains_the_same_baseline_bit_for_bit(monkeypatch):
-    """side_by_side trains the model without attention in another interpreter: same numbers."""
-    from attnlib.chapters import seq2seq
-    from attnlib.chapters.seq2seq import Seq2SeqGRU, train_unshuffle_models
+def test_the_chapters_split_of_the_run_trains_the_same_models_bit_for_bit(monkeypatch):
+    """Chapter 02 trains the model without attention in a second process, the attention model
+    here: the models and losses of train_unshuffle_models (the sweep's), bit for bit."""
+    from attnlib.chapters import second_process
+    from attnlib.chapters.seq2seq import (
+        Seq2SeqGRU,
+        train_unshuffle_attention,
+        train_unshuffle_baseline,
+        train_unshuffle_models,
+    )
 
-    monkeypatch.setattr(seq2seq, "spare_core", lambda: True)  # whatever the machine's load
-    started = []
-    start = seq2seq._start_second_process
-    monkeypatch.setattr(seq2seq, "_start_second_process", lambda args: started.append(args) or start(args))
-
-    here = train_unshuffle_models(seed=1, steps=5, batch=8, pairs=(1, 3), side_by_side=False)
-    there = train_unshuffle_models(seed=1, steps=5, batch=8, pairs=(1, 3), side_by_side=True)
-    assert len(started) == 1  # the second process did run
-    assert here[1] == there[1] and here[3] == there[3]
-    assert isinstance(there[2], Seq2SeqGRU) and not there[2].training
-    for (name, a), b in zip(here[2].state_dict().items(), there[2].state_dict().values(), strict=True):
-        assert torch.equal(a, b), name
+    monkeypatch.setattr(second_process, "spare_core", lambda: True)  # whatever the machine's load
+    monkeypatch.delenv("ATTNLIB_SECOND_PROCESS", raising=False)
+    kwargs = {"seed": 1, "steps": 5, "batch": 8, "pairs": (1, 3)}
+    job = second_process.start(train_unshuffle_baseline, **kwargs)
+    assert job.where == "a second process"
+    model, losses = train_unshuffle_attention(**kwargs)
+    baseline, baseline_losses = job.result()
+    together = train_unshuffle_models(**kwargs)
+    assert losses == together[1] and baseline_losses == together[3]
+    assert isinstance(baseline, Seq2SeqGRU) and not baseline.training
+    for trained, reference in ((model, together[0]), (baseline, together[2])):
+        for (name, a), b in zip(reference.state_dict().items(), trained.state_dict().values(), strict=True):
+            assert torch.equal(a, b), name
