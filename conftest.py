@@ -132,9 +132,20 @@ class SecondFloatPath:
 #   module-scoped fixtures (trained models) are made once;
 # * the website's tests (tests/site/): they share the session's one strict build (built_book);
 # * except tests/test_binder.py, whose tests (each builds its own environment) go one by one.
+# The units that take minutes go out first (``LONGEST_FIRST``), so that no worker is left with
+# one of them at the end while the other has nothing to do.
 # (xdist's own ``loadgroup`` cannot be used: it renames item._nodeid, which pytest 9.2 ignores.)
 SITE_TESTS = "tests/site/"
 ONE_BY_ONE = ("tests/test_binder.py",)
+# the longest units of a whole run (--durations on a clean clone, two workers): the grader's
+# tests as an unprivileged user (614 s), test_binder's Binder (392 s) and Colab (283 s)
+# environments, the website (one strict build, 285 s, then every page in a browser)
+LONGEST_FIRST = (
+    "tests/grader/test_unprivileged.py",
+    "tests/test_binder.py::test_binder_environment_runs_every_chapter_and_exercise",
+    "site",
+    "tests/test_binder.py::test_colab_setup_cell_installs_what_is_missing_and_every_notebook_runs",
+)
 
 
 def work_unit(nodeid: str) -> str:
@@ -145,6 +156,14 @@ def work_unit(nodeid: str) -> str:
     if path in ONE_BY_ONE:
         return nodeid
     return path
+
+
+def put_longest_first(queue) -> None:
+    """Move the units of ``LONGEST_FIRST`` found in ``queue`` (an OrderedDict keyed by unit) to
+    its front, in that order; the others keep their collection order."""
+    for unit in reversed(LONGEST_FIRST):
+        if unit in queue:
+            queue.move_to_end(unit, last=False)
 
 
 try:
@@ -158,6 +177,12 @@ else:
 
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_longest_moved", False):  # once, before the first unit goes out
+                self._longest_moved = True
+                put_longest_first(self.workqueue)
+            super()._assign_work_unit(node)
 
     def pytest_xdist_make_scheduler(config, log):
         if config.getvalue("dist") == "loadscope":
