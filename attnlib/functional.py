@@ -92,7 +92,11 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     >>> softmax(torch.tensor([float("-inf"), float("-inf")]))  # fully masked: zeros
     tensor([0., 0.])
     """
-    dim = _check_x_dim("softmax", x, dim)
+    return _softmax(x, _check_x_dim("softmax", x, dim))
+
+
+def _softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """:func:`softmax` of a floating ``x`` along a valid ``dim``, without the checks."""
     if _empty_along(x, dim):
         return x.clone()
     _, e, s = _shifted_exp(upcast(x), dim)
@@ -223,13 +227,21 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, dim: 
     """
     fn = "masked_softmax"
     _check_float(fn, "scores", scores)
-    check_dim(fn, dim, scores.dim())
+    dim = check_dim(fn, dim, scores.dim())
+    if mask is not None:
+        check_mask_tensor(fn, "mask", mask)
+        check_mask(fn, "mask", as_shape(mask.shape), as_shape(scores.shape))
+    return _masked_softmax(scores, mask, dim)
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> torch.Tensor:
+    """:func:`masked_softmax` without the checks, for a caller that made them (a module checks
+    its inputs once per call, not once per function it calls: chapter 02's decoder calls
+    ``AdditiveAttention`` at every step of every training batch)."""
     if mask is None:
-        return softmax(scores, dim)
-    check_mask_tensor(fn, "mask", mask)
-    check_mask(fn, "mask", as_shape(mask.shape), as_shape(scores.shape))
+        return _softmax(scores, dim)
     if mask.dtype == torch.bool:
         scores = scores.masked_fill(~mask, float("-inf"))
     else:
         scores = scores + mask.to(scores.dtype)
-    return softmax(scores, dim)
+    return _softmax(scores, dim)

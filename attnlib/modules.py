@@ -13,9 +13,9 @@ from torch import nn
 from attnlib._tensors import check_tensors
 from attnlib._validate import as_shape, check_flag, check_length, check_positive_int, check_probability
 from attnlib.attention import scaled_dot_product_attention
-from attnlib.functional import masked_softmax
+from attnlib.functional import _masked_softmax
 from attnlib.masks import expand_key_mask, merge_key_mask
-from attnlib.scores import additive_scores
+from attnlib.scores import _additive_scores
 
 __all__ = [
     "AdditiveAttention",
@@ -139,8 +139,10 @@ class AdditiveAttention(nn.Module):
         if key_mask is not None:
             key_mask = expand_key_mask(key_mask, (B,), S, fn=fn)  # (B, S) -> (B, 1, S), shared by every query
         v = self.v.weight.squeeze(0)  # (1, H) -> (H,)
-        scores = additive_scores(query, key, self.w_query.weight, self.w_key.weight, v)  # (B, L, S)
-        weights = masked_softmax(scores, key_mask, dim=-1)  # (B, L, S)
+        # the inputs are checked above, once: the unchecked kernels of additive_scores and
+        # masked_softmax (a decoder calls this at every step)
+        scores = _additive_scores(query, key, self.w_query.weight, self.w_key.weight, v)  # (B, L, S)
+        weights = _masked_softmax(scores, key_mask, dim=-1)  # (B, L, S)
         context = weights @ value  # (B, L, S) @ (B, S, E_v) -> (B, L, E_v)
         if single_step:
             context, weights = context.squeeze(1), weights.squeeze(1)  # (B, E_v), (B, S)

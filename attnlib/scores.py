@@ -125,6 +125,13 @@ def additive_scores(
     fn = "additive_scores"
     check_floating_tensors(fn, query=query, key=key, w_query=w_query, w_key=w_key, v=v)
     check_additive(fn, query.shape, key.shape, w_query.shape, w_key.shape, v.shape)
+    return _additive_scores(query, key, w_query, w_key, v)
+
+
+def _additive_scores(
+    query: torch.Tensor, key: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    """:func:`additive_scores` without the checks, for a caller that made them (``AdditiveAttention``)."""
     dtype = query.dtype
     q = upcast(query) @ upcast(w_query).T  # (..., L, H)
     k = upcast(key) @ upcast(w_key).T  # (..., S, H)

@@ -208,7 +208,6 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.masks.check_lengths": "attnlib._validate.check_lengths",
     "attnlib.masks.lengths_list": "attnlib._validate.lengths_list",
     "attnlib.merge_heads": "attnlib.modules.merge_heads",
-    "attnlib.modules.additive_scores": "attnlib.scores.additive_scores",
     "attnlib.modules.as_shape": "attnlib._validate.as_shape",
     "attnlib.modules.check_flag": "attnlib._validate.check_flag",
     "attnlib.modules.check_length": "attnlib._validate.check_length",
@@ -216,7 +215,6 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.modules.check_probability": "attnlib._validate.check_probability",
     "attnlib.modules.check_tensors": "attnlib._tensors.check_tensors",
     "attnlib.modules.expand_key_mask": "attnlib.masks.expand_key_mask",
-    "attnlib.modules.masked_softmax": "attnlib.functional.masked_softmax",
     "attnlib.modules.merge_key_mask": "attnlib.masks.merge_key_mask",
     "attnlib.modules.scaled_dot_product_attention":
         "attnlib.attention.scaled_dot_product_attention",

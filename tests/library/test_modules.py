@@ -177,7 +177,8 @@ def additive_reference(att, query, key, value, key_mask):
 
 
 def test_additive_attention_matches_loop(monkeypatch):
-    # the module must be built from the functions: spy on both
+    # the module must be built from the functions (their kernels: it checks its inputs itself,
+    # once per call, instead of once per function): spy on both
     calls = []
 
     def spy(name):
@@ -189,7 +190,7 @@ def test_additive_attention_matches_loop(monkeypatch):
 
         return wrapper
 
-    for name in ("additive_scores", "masked_softmax"):
+    for name in ("_additive_scores", "_masked_softmax"):
         monkeypatch.setattr(modules, name, spy(name))
     torch.manual_seed(0)
     att = AdditiveAttention(query_dim=3, key_dim=5, hidden_dim=4).double()
@@ -201,7 +202,7 @@ def test_additive_attention_matches_loop(monkeypatch):
     assert_close64(ctx, ref_ctx)
     assert_close64(w, ref_w)
     assert torch.all(w[1, :, 2:] == 0)
-    assert calls == ["additive_scores", "masked_softmax"]
+    assert calls == ["_additive_scores", "_masked_softmax"]
     # value defaults to key; one decoder step (B, E_q)
     ctx1, w1 = att(q[:, 0], k)
     ref_ctx1, ref_w1 = additive_reference(att, q[:, :1], k, k, None)
