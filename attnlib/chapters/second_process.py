@@ -116,7 +116,7 @@ class Job:
     reason : str
         Why the call runs where it runs, for the reader: ``"a core was spare (load 0.40 of 2
         usable CPUs)"``, ``"no core was spare (load 1.70 of 2 usable CPUs)"``, ``"only 1 usable
-        CPU"``, ``"ATTNLIB_SECOND_PROCESS=0 keeps every run in this process"``.
+        CPU"``, ``"ATTNLIB_SECOND_PROCESS=0 switches the second process off"``.
     """
 
     def __init__(self, proc, folder, args, kwargs, name, fn=None, reason=""):
@@ -339,7 +339,7 @@ def start(fn, *args, **kwargs) -> Job:
     name = getattr(fn, "__qualname__", repr(fn))
     switch = _switched_off()
     if switch is not None:
-        spare, reason = False, f"{SWITCH}={switch.strip()} keeps every run in this process"
+        spare, reason = False, f"{SWITCH}={switch.strip()} switches the second process off"
     elif spare_core is _SPARE_CORE:
         spare, reason = spare_core_with_reason()
     else:  # spare_core was replaced (a test that wants one place whatever the load)

@@ -256,7 +256,7 @@ def test_the_switch_keeps_every_call_in_this_process(spare_core, monkeypatch, va
     monkeypatch.setattr(second_process.subprocess, "Popen", _no_process)
     job = second_process.start(math.sqrt, 9.0)
     assert job.where == "this process"
-    assert job.reason == f"ATTNLIB_SECOND_PROCESS={value.strip()} keeps every run in this process"
+    assert job.reason == f"ATTNLIB_SECOND_PROCESS={value.strip()} switches the second process off"
     assert job.result() == 3.0
 
 
