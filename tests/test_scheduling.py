@@ -1,4 +1,4 @@
-"""The two-worker scheduler of conftest.py (``COURSE_TEST_WORKERS=2 bash tools/test.sh``).
+"""The two-worker scheduler of conftest.py (``bash tools/test.sh``; ``COURSE_TEST_WORKERS=1``: none).
 
 Which tests must stay together on one worker, and which units go out first, are decided from
 node ids alone; these tests pin both, and check that the units named as the longest still exist
