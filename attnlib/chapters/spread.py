@@ -299,7 +299,8 @@ class Spread:
         return sorted({run["threads"] for run in self.runs})
 
     def conditions(self) -> str:
-        """E.g. ``"5 seeds, 3 float paths (AVX2, AVX512, DEFAULT), 1 and 2 threads"``.
+        """E.g. ``"5 seeds, 3 float paths AVX2/AVX512/DEFAULT, 1 and 2 threads"`` (no parentheses:
+        the chapters glue it inside theirs).
 
         Where the runs do not cover every combination of those seeds, paths and thread
         counts (extra seeds run on one path only, say), it says how many they cover:
@@ -308,7 +309,7 @@ class Spread:
         caps = self.capabilities
         threads = " and ".join(str(t) for t in self.thread_counts)
         text = (
-            f"{len(self.seeds)} seeds, {len(caps)} float paths ({', '.join(caps)}), "
+            f"{len(self.seeds)} seeds, {len(caps)} float paths {'/'.join(caps)}, "
             f"{threads} thread{'s' if self.thread_counts != [1] else ''}"
         )
         covered = {(run["seed"], run["capability"], run["threads"]) for run in self.runs}
@@ -318,7 +319,7 @@ class Spread:
         return text
 
     def describe(self, metric: str, here: float, fmt: str = ".2f") -> str:
-        """``"0.74 here; 0.70-0.86 over 5 seeds, 3 float paths (...), 1 and 2 threads"``."""
+        """``"0.74 here; 0.70-0.86 over 5 seeds, 3 float paths .../..., 1 and 2 threads"``."""
         lo, hi = self.low(metric), self.high(metric)
         return f"{here:{fmt}} here; {lo:{fmt}}-{hi:{fmt}} over {self.conditions()}"
 

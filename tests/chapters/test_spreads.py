@@ -78,11 +78,9 @@ def test_conditions_say_when_the_runs_are_not_the_full_grid():
 
     full = [run(s, c, t) for s in (0, 1) for c in ("AVX2", "DEFAULT") for t in (1, 2)]
     s = spread.Spread("toy", "m:f", full)
-    assert s.conditions() == "2 seeds, 2 float paths (AVX2, DEFAULT), 1 and 2 threads"
+    assert s.conditions() == "2 seeds, 2 float paths AVX2/DEFAULT, 1 and 2 threads"
     s = spread.Spread("toy", "m:f", full[:-1] + [run(2, "AVX2", 1)])  # an extra seed, one run short
-    assert (
-        s.conditions() == "3 seeds, 2 float paths (AVX2, DEFAULT), 1 and 2 threads; 8 of the 12 combinations"
-    )
+    assert s.conditions() == "3 seeds, 2 float paths AVX2/DEFAULT, 1 and 2 threads; 8 of the 12 combinations"
 
 
 def test_the_hash_follows_the_code_not_the_prose():
