@@ -4,6 +4,7 @@ notebook kernel, the book build or a browser."""
 
 import inspect
 import os
+import re
 import subprocess
 import sys
 from contextlib import contextmanager, nullcontext
@@ -103,14 +104,36 @@ def _trains_a_model(item) -> bool:
     return False
 
 
-def slow_process(argv) -> str | None:
-    """What ``argv`` starts, from ``SLOW_PROCESSES``, or None for a process the quick loop may start."""
+def _names(argv) -> list[str]:
+    """The names a command line calls on: of a path, only what it names (its last part); of any
+    other word, its dotted names (``-m coursetools.grade``, ``-c "from attnlib.grade import x"``).
+
+    A folder on the way is not a name: a checkout in ``/tmp/nochrome.x/`` starts no browser.
+    """
     if isinstance(argv, str | bytes | os.PathLike):
         argv = [argv]
-    words = " ".join(os.fsdecode(a) if isinstance(a, bytes | os.PathLike) else str(a) for a in argv)
+    names: list[str] = []
+    for arg in argv:
+        text = os.fsdecode(arg) if isinstance(arg, bytes | os.PathLike) else str(arg)
+        for word in text.split():
+            if "/" in word:
+                names.append(word.rstrip("/").rsplit("/", 1)[-1])
+            else:
+                names.extend(re.findall(r"[A-Za-z_][\w.-]*", word))
+    return names
+
+
+def slow_process(argv) -> str | None:
+    """What ``argv`` starts, from ``SLOW_PROCESSES``, or None for a process the quick loop may start.
+
+    A sign matches a name that is the sign, or begins with it and then ``.``, ``_`` or ``-``
+    (``coursetools.grade.harness``, ``ipykernel_launcher``, ``chromium-browser``).
+    """
+    names = _names(argv)
     for what, signs in SLOW_PROCESSES.items():
-        if any(sign in words for sign in signs):
-            return what
+        for sign in signs:
+            if any(name == sign or name.startswith((f"{sign}.", f"{sign}_", f"{sign}-")) for name in names):
+                return what
     return None
 
 

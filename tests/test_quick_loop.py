@@ -109,3 +109,32 @@ def test_a_quick_test_that_starts_a_slow_process_fails_and_a_slow_one_may(tmp_pa
     ]:
         assert f"test_planted.py::{name} {said} {what}" in out, out
     assert "Mark it @pytest.mark.slow" in out
+
+
+def _guard():
+    """tests/conftest.py, loaded by its path (the root's conftest.py has the same module name)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_tests_conftest", TESTS / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_guard_reads_what_a_command_starts_not_the_folders_on_its_way():
+    slow_process = _guard().slow_process
+    browser, grader = "a browser", "the grader (sandbox, zygote, notebook reader or command)"
+    assert slow_process(["/usr/bin/chromium", "--headless"]) == browser
+    assert slow_process("/usr/bin/chromedriver --port=0") == browser
+    assert slow_process([sys.executable, "-m", "coursetools.grade.batch"]) == grader
+    assert slow_process([sys.executable, "-c", "from attnlib.grade import main"]) == grader
+    assert slow_process(["unshare", "--net", "true"]) == grader
+    assert slow_process([sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"]) == "a notebook kernel"
+    # a checkout, a temporary folder or a file whose path merely contains a sign starts nothing
+    for quiet in (
+        ["/tmp/nochrome.Hnr3/repo/.venv/bin/python", "-m", "pip", "wheel", "/tmp/nochrome.Hnr3/x"],
+        ["git", "-C", "/home/me/chromium-work/course", "status"],
+        ["/srv/unshare-tests/.venv/bin/ruff", "check", "."],
+        [sys.executable, "/work/coursetools.grade.notes/setup_cell.py", "--check"],
+    ):
+        assert slow_process(quiet) is None, quiet
