@@ -281,9 +281,6 @@ def spare_core() -> bool:
     return spare_core_with_reason()[0]
 
 
-_SPARE_CORE = spare_core  # as defined here; a test may replace the module's spare_core
-
-
 def _switched_off() -> str | None:
     """The value of :data:`SWITCH` where it switches second processes off, else None."""
     value = os.environ.get(SWITCH)
@@ -340,11 +337,8 @@ def start(fn, *args, **kwargs) -> Job:
     switch = _switched_off()
     if switch is not None:
         spare, reason = False, f"{SWITCH}={switch.strip()} switches the second process off"
-    elif spare_core is _SPARE_CORE:
+    else:
         spare, reason = spare_core_with_reason()
-    else:  # spare_core was replaced (a test that wants one place whatever the load)
-        spare = spare_core()
-        reason = f"spare_core() was replaced and said {'yes' if spare else 'no'}"
     if not spare:
         return Job(None, None, args, kwargs, name, fn, reason)
     folder = tempfile.mkdtemp(prefix="attnlib-second-")

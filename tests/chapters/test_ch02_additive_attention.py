@@ -164,7 +164,7 @@ def test_the_chapters_split_of_the_run_trains_the_same_models_bit_for_bit(monkey
         train_unshuffle_models,
     )
 
-    monkeypatch.setattr(second_process, "spare_core", lambda: True)  # whatever the machine's load
+    monkeypatch.setattr(second_process, "spare_core_with_reason", lambda: (True, "whatever the load"))
     monkeypatch.delenv("ATTNLIB_SECOND_PROCESS", raising=False)
     kwargs = {"seed": 1, "steps": 5, "batch": 8, "pairs": (1, 3)}
     job = second_process.start(train_unshuffle_baseline, **kwargs)

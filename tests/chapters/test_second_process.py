@@ -20,7 +20,7 @@ ATTNLIB_ROOT = str(Path(second_process.__file__).resolve().parents[2])
 @pytest.fixture
 def spare_core(monkeypatch):
     """A second process starts whatever the machine's load (the tests compare both places)."""
-    monkeypatch.setattr(second_process, "spare_core", lambda: True)
+    monkeypatch.setattr(second_process, "spare_core_with_reason", lambda: (True, "a test asks for one"))
     monkeypatch.delenv(second_process.SWITCH, raising=False)
 
 
@@ -124,7 +124,7 @@ def test_the_chapters_runs_that_go_to_the_second_process_are_the_same_there(spar
 
 @pytest.mark.slow
 def test_without_a_spare_core_the_call_runs_here_when_asked(monkeypatch):
-    monkeypatch.setattr(second_process, "spare_core", lambda: False)
+    monkeypatch.setattr(second_process, "spare_core_with_reason", lambda: (False, "a test says no"))
     torch.set_num_threads(1)
     model = tiny_lm.build_model(3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
     again = tiny_lm.build_model(3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
@@ -268,11 +268,11 @@ def test_other_values_of_the_switch_leave_the_decision_to_the_machine(machine, m
     assert job.reason == "no core was spare (load 1.90 of 2 usable CPUs)"
 
 
-def test_a_replaced_spare_core_decides_and_the_reason_says_so(monkeypatch):
+def test_the_decision_and_its_reason_come_from_spare_core_with_reason(monkeypatch):
     monkeypatch.delenv(second_process.SWITCH, raising=False)
-    monkeypatch.setattr(second_process, "spare_core", lambda: False)
+    monkeypatch.setattr(second_process, "spare_core_with_reason", lambda: (False, "a test says no"))
     job = second_process.start(math.sqrt, 4.0)
-    assert job.where == "this process" and job.reason == "spare_core() was replaced and said no"
+    assert job.where == "this process" and job.reason == "a test says no"
 
 
 def test_a_call_that_fails_here_is_raised_and_not_run_again(machine):
@@ -424,7 +424,7 @@ def test_the_second_process_ends_when_this_interpreter_exits(tmp_path):
         """
         import time
         from attnlib.chapters import second_process
-        second_process.spare_core = lambda: True
+        second_process.spare_core_with_reason = lambda: (True, "a test asks for one")
         job = second_process.start(time.sleep, 60)
         print(job._proc.pid, job._folder, flush=True)
         """
