@@ -126,7 +126,7 @@ class SecondFloatPath:
         return collector
 
 
-# Workers (opt-in: ``COURSE_TEST_WORKERS=2 bash tools/test.sh``, pytest-xdist ``--dist loadscope``).
+# Two workers (``bash tools/test.sh``; pytest-xdist ``--dist loadscope``; COURSE_TEST_WORKERS=1: none).
 # The course's scheduler sends each of these units whole to one worker, in collection order:
 # * a file: a notebook's cells (both float paths) share one kernel per copy, and a test module's
 #   module-scoped fixtures (trained models) are made once;

@@ -24,9 +24,9 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # in CONTRIBUTING.md ("Tests"). Not more than two by default: the course and its tests are made
 # for two cores, and the grader's tests run sandboxes beside the workers.
 cpus=$(nproc 2>/dev/null || echo 1)
-default_workers=$(( cpus >= 2 ? 2 : 1 ))
+n_workers="${COURSE_TEST_WORKERS:-$(( cpus >= 2 ? 2 : 1 ))}"
 workers=()
-if [ "${COURSE_TEST_WORKERS:-$default_workers}" -gt 1 ]; then
-  workers=(-n "${COURSE_TEST_WORKERS:-$default_workers}" --dist loadscope --no-loadscope-reorder)
+if [ "$n_workers" -gt 1 ]; then
+  workers=(-n "$n_workers" --dist loadscope --no-loadscope-reorder)
 fi
 exec .venv/bin/python -m pytest ${workers[@]+"${workers[@]}"} "$@"
