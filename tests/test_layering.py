@@ -141,7 +141,7 @@ GRADE_FLOORS = (
     ),
     ("grading", ("submission", "similarity", "parse_worker", "process", "verdict", "runner")),
     ("outputs", ("intake", "late", "overrides", "manual", "scores", "report", "results", "class_report")),
-    ("publishing", ("publish", "export", "batch")),
+    ("publishing", ("publish", "export", "shard", "batch")),
     ("commands", ("commands", "gradescope", "classroom", "__main__", "")),
 )
 

@@ -3,7 +3,9 @@
 SUBMISSIONS is a folder, or an LMS download (a .zip, or a folder with Canvas or Moodle
 names) that is staged first (:func:`coursetools.grade.intake.prepare`); the class is graded
 (:func:`coursetools.grade.batch.grade`), which ends by rendering every output once
-(:func:`coursetools.grade.publish.publish`). ``python -m coursetools.grade NAME ...`` runs a
+(:func:`coursetools.grade.publish.publish`). ``--shard K/N`` grades one share of the class
+and ``merge`` joins the shares' folders into one (:mod:`.shard`: a class across machines).
+``python -m coursetools.grade NAME ...`` runs a
 command of :mod:`.commands` (``report``, ``overrides``, ``manual``, ``export``) or builds
 Gradescope's archive (``gradescope``). The grading run and the archive import the checks
 (and torch), so they are imported when asked for, not to rewrite a report.
@@ -22,6 +24,7 @@ from coursetools.grade.escape import terminal
 from coursetools.grade.intake import prepare
 from coursetools.grade.paths import ROOT
 from coursetools.grade.scores import compute
+from coursetools.grade.shard import MergeError, Shard, merge
 from coursetools.grade.submission import resolve_assignment
 
 
@@ -31,14 +34,47 @@ def _gradescope(argv: list[str]) -> int:
     return gradescope.main(argv)
 
 
+def _merge(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m coursetools.grade merge",
+        description="Join the output folders of a class graded in shares (--shard K/N, one folder "
+        "per share) into one folder, byte for byte what a one-machine run writes.",
+    )
+    parser.add_argument("shares", nargs="+", type=Path, help="every share's output folder, once each")
+    parser.add_argument("--out", type=Path, required=True, help="the merged folder (new or empty)")
+    parser.add_argument("--quiet", action="store_true", help="no summary")
+    args = parser.parse_args(argv)
+    try:
+        merged = merge(args.shares, args.out)
+    except MergeError as exc:
+        print(f"error: {terminal(str(exc), 2000)}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(
+            f"merged {len(args.shares)} shares into {terminal(str(args.out))}: {len(merged.grades)} "
+            f"learners; {merged.mean_text()}"
+        )
+    for problem in merged.problems:
+        print(f"problem: {terminal(problem)}", file=sys.stderr)
+    return 0
+
+
 # python -m coursetools.grade SUBCOMMAND ...: (its main, one line of help)
 SUBCOMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     **{command.name: (command.main, command.help) for command in COMMANDS},
     "gradescope": (_gradescope, "write Gradescope's autograder archive for an assignment"),
+    "merge": (_merge, "join the share folders of a class graded with --shard K/N into one"),
 }
 EPILOG = "subcommands (each has --help):\n" + "\n".join(
     f"  python -m coursetools.grade {name:<11} {text}" for name, (_, text) in SUBCOMMANDS.items()
 )
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the feedback shows what each hidden case tries and what came back (default: its verdict, "
         "the named mistake and the hint only)",
     )
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="K/N",
+        help="grade only share K (0 to N-1) of the class, split by learner key; join the N "
+        "output folders with `python -m coursetools.grade merge`",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress and no summary")
     args = parser.parse_args(argv)
     if not (args.submissions.is_dir() or (args.submissions.is_file() and args.submissions.suffix == ".zip")):
@@ -112,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             quiet=args.quiet,
             show_hidden_inputs=args.show_hidden_inputs,
             overrides_csv=args.overrides,
+            shard=args.shard,
         )
     except KeyboardInterrupt:
         print("\ninterrupted: finished students are saved; rerun the same command to go on", file=sys.stderr)
@@ -124,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         for problem in compute(args.out).problems:
             print(f"problem: {terminal(problem)}", file=sys.stderr)
+    elif args.shard is not None:
+        print(
+            f"share {args.shard} graded; the other learners show as not-graded here: join the "
+            f"{args.shard.count} share folders with python -m coursetools.grade merge OUT_0 ... --out OUT"
+        )
     return 0
 
 

@@ -33,6 +33,7 @@ from coursetools.grade.paths import ROOT, reserved, unreserved
 from coursetools.grade.process import JobSlot, needed_paths
 from coursetools.grade.record import Record, Status
 from coursetools.grade.runner import Settings, base_env, grade_submission
+from coursetools.grade.shard import Shard
 from coursetools.grade.submission import Assignment, Submission, find_submissions, resolve_assignment
 from coursetools.grade.zygote import Zygote
 
@@ -464,6 +465,7 @@ def grade(
     zygotes: list | None = None,
     show_hidden_inputs: bool = False,
     overrides_csv: Path | None = None,
+    shard: Shard | None = None,
 ) -> list[dict]:
     """Grade ``submissions`` against the exercise notebook ``assignment_spec``; return the records
     (each as the JSON object of its ``record.json``, :meth:`Record.to_dict`).
@@ -478,6 +480,7 @@ def grade(
     (by default only their verdict, the named mistake and the hint). At the end every output
     is rendered from the class's final scores (:func:`coursetools.grade.publish.publish`:
     overrides, manual scores, late policy) and, unless ``quiet``, the summary is printed.
+    ``shard``: grade only that share of the class (:mod:`.shard`; no ``report.html``).
     """
     started = time.monotonic()
     assignment = load_assignment(assignment_spec)
@@ -491,6 +494,8 @@ def grade(
     safe_keys(subs)
     info = _class_info(assignment, subs, strays, show_hidden_inputs, overrides_csv)
     info.save(out)
+    if shard is not None:  # one share (shard.py): class.json above stays the whole class's
+        subs = shard.take(out, subs, assignment.digest)
     progress = report.Progress(len(subs), progress_stream)
     book = _Gradebook(out, info, scores.Sources.load(out, info), None if quiet else progress)
     todo = _kept_or_pending(book, subs, out, assignment, force)
@@ -517,7 +522,7 @@ def grade(
         (out / ".work").rmdir()
     except OSError:
         pass
-    published = publish.publish(out)
+    published = publish.publish(out, report_html=shard is None)
     if not quiet:
         settings = session.settings
         isolation = sandbox.describe(
