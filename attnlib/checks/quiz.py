@@ -14,7 +14,11 @@ without running anything: an answer cell that is missing, edited into something 
 dict of literals, or names a question twice is *review*, never a count.
 
 Answers: a letter (``"a"``, ``"b"``, ...) for a multiple-choice question, a number for the others
-(within the question's tolerance).
+(within the question's tolerance). A number may also be written as text with its digits grouped,
+as the page's answer box takes it: ``"1,050,624"``, ``"1 050 624"``, ``"1_050_624"`` (or the
+literal ``1_050_624``), and with a decimal comma, ``"0,25"``. A lone comma before three digits
+(``"2,828"``) reads both ways, 2828 and 2.828: the answer is right when either reading is
+(:func:`number_readings`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +40,7 @@ __all__ = [
     "count_notebooks",
     "grade_quiz",
     "load_quiz",
+    "number_readings",
 ]
 
 QUIZ_DIR = Path(__file__).resolve().parents[1] / "quizzes"
@@ -102,8 +108,58 @@ class QuizResult:
         return sum(q.status in ("right", "wrong") for q in self.questions)
 
 
+_STRONG = re.compile(r"\*\*(?!\s)([^*]+?)(?<!\s)\*\*")
+_EMPHASIS = re.compile(r"(?<![*\w])\*(?!\s)([^*]+?)(?<!\s)\*(?![*\w])")
+
+
 def _plain(text: str) -> str:
-    return " ".join(str(text).split())
+    """A question's text for print: one line, its **bold** and *emphasis* marks dropped (the
+    words stay; the page draws them as bold and italics)."""
+    return _EMPHASIS.sub(r"\1", _STRONG.sub(r"\1", " ".join(str(text).split())))
+
+
+_SPACES = dict.fromkeys(map(ord, "\u00a0\u2009\u202f"), " ")
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_UNDERSCORES = re.compile(r"[-+]?\d+(?:_\d+)+(?:\.\d+)?")  # as Python writes 1_050_624
+_GROUPED = {  # thousands separator: its pattern (the decimal mark after it, if any)
+    ",": re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?"),
+    " ": re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:[.,]\d+)?"),
+    ".": re.compile(r"[-+]?\d{1,3}(?:\.\d{3}){2,}(?:,\d+)?"),  # 1.050.624 (one dot is a decimal)
+}
+_DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+")
+
+
+def number_readings(given) -> list[float]:
+    """The numbers an answer can mean, most likely first; ``[]`` when it is not a number.
+
+    A number is itself. Text is read as the page's answer box reads it: ``"1,050,624"``,
+    ``"1 050 624"``, ``"1_050_624"`` and ``"1.050.624"`` are 1050624; ``"0,25"`` is 0.25; a lone
+    comma before three digits (``"2,828"``) reads both ways, ``[2828.0, 2.828]``.
+    """
+    if isinstance(given, bool):
+        return []
+    if isinstance(given, (int, float)):
+        return [float(given)] if math.isfinite(given) else []
+    if not isinstance(given, str):
+        return []
+    text = given.strip().translate(_SPACES).replace("\u2212", "-")
+    found: list[float] = []
+
+    def add(number: str) -> None:
+        value = float(number)
+        if math.isfinite(value) and value not in found:
+            found.append(value)
+
+    if _PLAIN_NUMBER.fullmatch(text):
+        add(text)
+    if _UNDERSCORES.fullmatch(text):
+        add(text.replace("_", ""))
+    for sep, pattern in _GROUPED.items():
+        if pattern.fullmatch(text):
+            add(text.replace(sep, "").replace(",", "."))
+    if _DECIMAL_COMMA.fullmatch(text):
+        add(text.replace(",", "."))
+    return found
 
 
 def _grade_one(q: dict, given) -> QuestionResult:
@@ -119,14 +175,18 @@ def _grade_one(q: dict, given) -> QuestionResult:
         option = q["options"][letters.index(given.strip().lower())]
         status = "right" if option.get("correct") else "wrong"
         return QuestionResult(qid, status, given, _plain(option["why"]), section)
-    if isinstance(given, bool) or not isinstance(given, (int, float)) or not math.isfinite(given):
-        return QuestionResult(qid, "invalid", given, "answer with a number", section)
+    readings = number_readings(given)
+    if not readings:
+        return QuestionResult(
+            qid, "invalid", given, 'answer with a number (such as 1050624, 1_050_624 or "1,050,624")', section
+        )
     tolerance = float(q.get("tolerance", 0))
-    if abs(given - q["answer"]) <= tolerance + 1e-12 * abs(q["answer"]):
+    if any(abs(x - q["answer"]) <= tolerance + 1e-12 * abs(q["answer"]) for x in readings):
         return QuestionResult(qid, "right", given, _plain(q["why"]), section)
-    for mistake in q.get("mistakes", []):
-        if abs(given - mistake["value"]) <= tolerance + 1e-12:
-            return QuestionResult(qid, "wrong", given, _plain(mistake["why"]), section)
+    for x in readings:
+        for mistake in q.get("mistakes", []):
+            if abs(x - mistake["value"]) <= tolerance + 1e-12:
+                return QuestionResult(qid, "wrong", given, _plain(mistake["why"]), section)
     other = q.get("other", "work it out again from the section this question links to.")
     return QuestionResult(qid, "wrong", given, _plain(other), section)
 

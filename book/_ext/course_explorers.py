@@ -11,8 +11,9 @@ where JavaScript runs, the reader can turn the knobs of an explorer and check an
   chapter's concept questions (the one source for the page
   and for the exercise notebook, :mod:`attnlib.checks.quiz`). They are drawn as a form at
   the end of the section the file names (``section``), each question linking back to the
-  section it tests; ``_static/explorers/quiz.js`` checks an answer and explains it. Without
-  JavaScript every question has an "Answer and explanations" disclosure.
+  section it tests; ``_static/explorers/loader.js`` (the one script the page loads) checks an
+  answer and explains it. Without JavaScript every question has an "Answer and explanations"
+  disclosure.
 * Chapter 10's explorer runs the chapter's trained model: at the end of the build
   :func:`attnlib.chapters.web_export.export_chapter_model` trains it (the chapter's seed and
   configuration, one thread) and writes ``_static/explorers/models/ch10-copy.json``; the result
@@ -73,22 +74,25 @@ def load_quiz(root: Path, number: str) -> dict | None:
 
 # --- HTML ---------------------------------------------------------------------------------------
 
-_INLINE = re.compile(r"`([^`]+)`|\$([^$]+)\$|\*\*([^*]+)\*\*")
+_INLINE = re.compile(r"`([^`]+)`|\$([^$]+)\$|\*\*([^*]+)\*\*|(?<![*\w])\*(?!\s)([^*]+?)(?<!\s)\*(?![*\w])")
 
 
 def inline(text: str) -> str:
-    """A question's text as HTML: `code`, $math$ (typeset by the page's MathJax), **bold**."""
+    """A question's text as HTML: `code`, $math$ (typeset by the page's MathJax), **bold**,
+    *emphasis* (no asterisk is left for the reader to see)."""
     out, last = [], 0
     text = " ".join(str(text).split())
     for match in _INLINE.finditer(text):
         out.append(html.escape(text[last : match.start()]))
-        code, math, bold = match.groups()
+        code, math, bold, emphasis = match.groups()
         if code is not None:
             out.append(f'<code class="docutils literal notranslate">{html.escape(code)}</code>')
         elif math is not None:
             out.append(f'<span class="math notranslate nohighlight">\\({html.escape(math)}\\)</span>')
-        else:
+        elif bold is not None:
             out.append(f"<strong>{html.escape(bold)}</strong>")
+        else:
+            out.append(f"<em>{html.escape(emphasis)}</em>")
         last = match.end()
     out.append(html.escape(text[last:]))
     return "".join(out)

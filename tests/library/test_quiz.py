@@ -21,6 +21,11 @@ CHAPTERS = sorted(p.stem[2:] for p in (ROOT / "attnlib" / "quizzes").glob("ch[0-
 SOLUTIONS = {p.stem[:2]: p for p in (ROOT / "solutions").glob("[0-9][0-9]-*.ipynb")}
 
 
+def _printed(text: str) -> str:
+    """A question's text as check_quiz prints it: one line, no markdown emphasis marks."""
+    return " ".join(str(text).replace("**", "").replace("*", "").split())
+
+
 def _right(question) -> object:
     if question["kind"] == "choice":
         return "abcdefgh"[[o.get("correct", False) for o in question["options"]].index(True)]
@@ -40,17 +45,63 @@ def test_every_answer_gets_its_verdict_and_explanation(chapter):
             for letter, option in zip("abcdefgh", question["options"], strict=False):
                 result = q.grade_quiz(chapter, {qid: letter.upper()}).questions[int(qid) - 1]
                 assert result.status == ("right" if option.get("correct") else "wrong")
-                assert result.explanation == " ".join(option["why"].split())
+                assert result.explanation == _printed(option["why"])
         else:
             for mistake in question["mistakes"]:
                 result = q.grade_quiz(chapter, {qid: mistake["value"]}).questions[int(qid) - 1]
-                assert result.status == "wrong" and result.explanation == " ".join(mistake["why"].split())
+                assert result.status == "wrong" and result.explanation == _printed(mistake["why"])
             result = q.grade_quiz(chapter, {qid: question["answer"]}).questions[int(qid) - 1]
             assert result.status == "right"
-            assert q.grade_quiz(chapter, {qid: "12"}).questions[int(qid) - 1].status == "invalid"
+            assert q.grade_quiz(chapter, {qid: "twelve"}).questions[int(qid) - 1].status == "invalid"
+            assert q.grade_quiz(chapter, {qid: [12]}).questions[int(qid) - 1].status == "invalid"
     everything = {str(x["id"]): _right(x) for x in quiz["questions"]}
     result = q.grade_quiz(chapter, everything)
     assert result.correct == result.total == len(quiz["questions"])
+
+
+@pytest.mark.parametrize(
+    "text, readings",
+    [
+        ("1,050,624", [1050624.0]),
+        ("1 050 624", [1050624.0]),
+        ("1\u202f050\u202f624", [1050624.0]),  # a narrow no-break space, as some keyboards group
+        ("1_050_624", [1050624.0]),
+        (1_050_624, [1050624.0]),
+        ("1.050.624", [1050624.0]),
+        ("1,050.5", [1050.5]),
+        ("0,25", [0.25]),
+        ("\u22122", [-2.0]),
+        (" 64 ", [64.0]),
+        ("1e-3", [0.001]),
+        ("2,828", [2828.0, 2.828]),  # a lone comma before three digits: both readings
+        ("2.828", [2.828]),
+        ("1,05,0", []),
+        ("1__0", []),
+        ("twelve", []),
+        ("", []),
+        (True, []),
+        (float("nan"), []),
+    ],
+)
+def test_a_number_may_be_written_with_its_digits_grouped(text, readings):
+    assert q.number_readings(text) == readings
+
+
+def test_grouped_digits_are_graded_as_their_number():
+    for text in ("1,050,624", "1 050 624", "1_050_624"):
+        result = q.grade_quiz("06", {"2": text}).questions[1]
+        assert result.status == "right", (text, result)
+    assert q.grade_quiz("06", {"2": "1,048,576"}).questions[1].status == "wrong"
+    assert "forgets the four biases" in q.grade_quiz("06", {"2": "1 048 576"}).questions[1].explanation
+    assert q.grade_quiz("04", {"2": "2,828"}).questions[1].status == "right"  # 2.828 with a decimal comma
+    assert q.grade_quiz("10", {"2": "16,576"}).questions[1].status == "right"  # 16576 grouped
+
+
+def test_printed_explanations_show_no_markdown_asterisks(capsys):
+    q.check_quiz("10", {"1": "b", "4": "b"})
+    out = capsys.readouterr().out
+    assert "That is the post-norm block" in out and "what reading on by content gives" in out
+    assert "*" not in out
 
 
 def test_bad_answers_are_named():

@@ -791,3 +791,88 @@ def test_question_text_becomes_html_and_words():
         "<strong>bold</strong> &amp; &lt;s&gt;"
     )
     assert course_explorers.spoken_text("$3 \\times 5$: one row") == "3 times 5: one row"
+    assert course_explorers.inline("the *post*-norm, $a * b$ and 2*3*4") == (
+        'the <em>post</em>-norm, <span class="math notranslate nohighlight">\\(a * b\\)</span> and 2*3*4'
+    )
+
+
+def _course_explorers():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import course_explorers
+    finally:
+        sys.path.pop(0)
+    return course_explorers
+
+
+def test_no_quiz_text_shows_a_raw_asterisk():
+    """Every question as the page draws it: outside math, no markdown asterisk is left."""
+    import re
+
+    ce = _course_explorers()
+    for path in QUIZZES:
+        quiz = yaml.safe_load(path.read_text(encoding="utf-8"))
+        sections = {q["section"]: q["section"] for q in quiz["questions"]}
+        for q in quiz["questions"]:
+            page = ce.question_html(path.stem[2:], q, sections)
+            text = re.sub(r'<span class="math[^>]*>.*?</span>', "", page)
+            assert "*" not in re.sub(r"<[^>]+>", "", text), (path.name, q["id"])
+
+
+def test_every_script_the_explorer_extension_names_exists():
+    """The extension's docstring names the scripts that do the work; each one is shipped."""
+    import re
+
+    ce = _course_explorers()
+    named = set(re.findall(r"_static/explorers/([a-z0-9]+\.js)", ce.__doc__))
+    assert named, "the docstring names no script"
+    for name in named:
+        assert (ROOT / "book" / "_static" / "explorers" / name).is_file(), f"{name} is named but missing"
+
+
+NUMBER_TEXTS = [
+    "1,050,624",
+    "1 050 624",
+    "1\u202f050\u202f624",
+    "1_050_624",
+    "1.050.624",
+    "1,050.5",
+    "1 050,5",
+    "0,25",
+    "\u22122",
+    " 64 ",
+    "1e-3",
+    "2,828",
+    "2.828",
+    "16,576",
+    "1,05,0",
+    "1__0",
+    "twelve",
+    "",
+]
+
+
+def test_the_pages_answer_box_reads_numbers_as_the_notebook_does():
+    """loader.js's readings() (the page's answer box) against attnlib.checks.quiz.number_readings
+    (the exercise notebook's checker), run in Node with the browser's globals stubbed."""
+    import shutil
+    import subprocess
+
+    from attnlib.checks.quiz import number_readings
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("Node.js is not installed: the browser test (check_quiz) covers the answer box")
+    script = (
+        "global.window = {}; global.document = {currentScript: null, readyState: 'loading',"
+        " addEventListener: function () {}};"
+        f"require({json.dumps(str(ROOT / 'book' / '_static' / 'explorers' / 'loader.js'))});"
+        f"const texts = {json.dumps(NUMBER_TEXTS)};"
+        "console.log(JSON.stringify(texts.map(t => window.CourseQuiz.readings(t))));"
+    )
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True).stdout
+    page = json.loads(out)
+    for text, got in zip(NUMBER_TEXTS, page, strict=True):
+        assert got == number_readings(text), (text, got, number_readings(text))
+    assert page[0] == page[1] == page[3] == [1050624]
+    assert page[NUMBER_TEXTS.index("2,828")] == [2828, 2.828]

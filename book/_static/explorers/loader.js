@@ -56,11 +56,23 @@
 
   /* --- self-checks ------------------------------------------------------------------------ */
 
-  function parseNumber(text) {
-    var t = String(text).trim().replace(/\u2212/g, "-").replace(/,/g, ".");
-    if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return NaN;
-    return Number(t);
+  /* The numbers a typed answer can mean, most likely first; [] when it is not a number (the same
+   * rules as attnlib.checks.quiz.number_readings, for the exercise notebook). Digits may be
+   * grouped: "1,050,624", "1 050 624", "1_050_624", "1.050.624"; "0,25" has a decimal comma; a
+   * lone comma before three digits ("2,828") reads both ways, 2828 and 2.828. */
+  function readings(text) {
+    var t = String(text).trim().replace(/[\u00a0\u2009\u202f]/g, " ").replace(/\u2212/g, "-");
+    var found = [];
+    function add(s) { var v = Number(s); if (isFinite(v) && found.indexOf(v) < 0) found.push(v); }
+    if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) add(t);
+    if (/^[-+]?\d+(_\d+)+(\.\d+)?$/.test(t)) add(t.replace(/_/g, ""));
+    if (/^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$/.test(t)) add(t.replace(/,/g, ""));
+    if (/^[-+]?\d{1,3}( \d{3})+([.,]\d+)?$/.test(t)) add(t.replace(/ /g, "").replace(",", "."));
+    if (/^[-+]?\d{1,3}(\.\d{3}){2,}(,\d+)?$/.test(t)) add(t.replace(/\./g, "").replace(",", "."));
+    if (/^[-+]?\d*,\d+$/.test(t)) add(t.replace(",", "."));
+    return found;
   }
+  window.CourseQuiz = { readings: readings };
 
   function checkQuestion(form) {
     var feedback = form.querySelector(".course-feedback");
@@ -78,18 +90,21 @@
       verdict = (right ? "Right. " : "Not this one. ");
     } else {
       var input = form.querySelector("input[type=text]");
-      var value = parseNumber(input.value);
-      if (isNaN(value)) {
-        feedback.textContent = "Type a number (for example 3, 0.25 or 1e-3).";
+      var values = readings(input.value);
+      if (!values.length) {
+        feedback.textContent = "Type a number (for example 3, 0.25, 1e-3 or 1,050,624).";
         form.dataset.result = "none";
         return;
       }
       var answer = Number(input.dataset.answer), tol = Number(input.dataset.tolerance || 0);
-      right = Math.abs(value - answer) <= tol + 1e-12 * Math.abs(answer);
-      chosen = Array.prototype.find.call(whys, function (li) {
-        if (right) return li.dataset.option === "right";
-        return li.dataset.option === "value" && Math.abs(Number(li.dataset.value) - value) <= tol + 1e-12;
-      }) || Array.prototype.find.call(whys, function (li) { return li.dataset.option === "other"; });
+      right = values.some(function (value) { return Math.abs(value - answer) <= tol + 1e-12 * Math.abs(answer); });
+      if (right) chosen = Array.prototype.find.call(whys, function (li) { return li.dataset.option === "right"; });
+      for (var v = 0; !right && !chosen && v < values.length; v++) {
+        chosen = Array.prototype.find.call(whys, function (li) {
+          return li.dataset.option === "value" && Math.abs(Number(li.dataset.value) - values[v]) <= tol + 1e-12;
+        });
+      }
+      chosen = chosen || Array.prototype.find.call(whys, function (li) { return li.dataset.option === "other"; });
       verdict = right ? "Right. " : "Not quite. ";
     }
     /* the explanation's source (a <template>: MathJax has not touched it), typeset afresh below */
