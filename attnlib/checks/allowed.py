@@ -1,24 +1,50 @@
-"""What an exercise's answer may reference: the allow-list of the forbidden-call rule (issue 34).
+"""What an exercise's answer may use: the capability rule of the forbidden-call check (issue 43).
 
-The rule is sound by construction, not by a list of what is forbidden: the code that
-defines what is evaluated (the answer cells, every cell that rebinds the function, and the
-learner's functions they call) may reference only
+The code that defines an answer (the answer cells, the learner's functions, classes and
+constants they use, and what changes those values) is read by
+:mod:`attnlib.checks.forbidden` under this rule:
 
-* the operations of :data:`BASE_PATHS` (dotted paths of torch, NumPy and ``math``), the
-  built-ins of :data:`BASE_BUILTINS` and the attributes of values of
-  :data:`BASE_ATTRIBUTES` (tensor and array methods, ``shape``, ``dtype``, ...);
-* what the exercise adds (:data:`EXTRA`, keyed by exercise id: a chapter's model class, a
-  loss for a training step, the attributes of the module an exercise hands over);
-* functions the learner defines with ``def`` in the notebook, read by the same rule;
+**Refused** (the exercise is held for a person to read; never marks): reflection and
+mutation of modules or of the interpreter, which could change what an answer's names do:
 
-minus the exercise's forbidden entries (``Exercise.forbidden``: a family such as
-``~softmax`` removes every name that spells it). A reference to a forbidden object under
-any of its public paths (:mod:`attnlib.checks.public_paths`) scores 0; any other
-reference that is not on the list (a dynamic lookup, a deserialiser, a name bound by a
-form the check cannot read) sends the submission to review: never marks, never a silent 0.
+* dunder attributes and names (``__dict__``, ``__code__``, ``__globals__``, ``__self__``,
+  ``__class__``, ``__builtins__``...), except :data:`ORDINARY_DUNDERS` (``super().__init__()``,
+  ``nn.Module.__init__(self)``, ``f.__name__``); a learner's class may *define* any dunder
+  method except the hooks of :data:`REFUSED_DEFINITIONS` (``__torch_function__``,
+  ``__getattribute__``...);
+* the modules and paths of :data:`REFUSED_PATHS` (``sys``, ``inspect``, ``gc``, ``ctypes``,
+  ``importlib``, ``builtins``, ``pickle``, ``marshal``, ``copyreg``, ``shelve``,
+  ``unittest.mock``, ``os``, ``subprocess``, ``socket``, ``torch.library``, ``torch.overrides``,
+  function and dispatch modes, ``torch.ops``, ``torch.jit``, loading and saving files...), any
+  private part of a library path (``torch._C``, ``np.core._multiarray_umath``), and a
+  library's global settings (``torch.set_default_dtype``, ``np.seterr``);
+* the built-ins of :data:`REFUSED_BUILTINS` (``eval``, ``exec``, ``compile``, ``__import__``,
+  ``globals``, ``vars``, ``locals``, ``setattr``, ``delattr``, ``open``, ``type``...);
+  ``getattr``/``hasattr`` only with a constant name that is not a dunder, and never as a
+  value; ``setattr``/``delattr`` never;
+* attributes of :data:`REFUSED_ATTRIBUTES` (a frame's ``f_locals``, ``tofile``...);
+* an assignment to an attribute or item of a module, a library object or an alias of
+  one (``np.exp = ...``, ``torch.Tensor.softmax = ...``, ``m = np; m.exp = ...``), and a
+  module used as a value;
+* anything else outside what is admitted (``scipy``, ``pydoc``, ``get_ipython()``...).
 
-This module is data and :func:`policy`: it imports nothing but the standard library, so
-the grader's notebook reader uses it without torch.
+**Admitted**: every public path of NumPy and torch (:data:`LIBRARY_ROOTS_ADMITTED`) not refused
+above; the standard library's pure modules (:data:`PURE_MODULES`); the built-ins not refused;
+every attribute of a value that is not refused (a tensor's ``.diagonal()``, an optimizer's
+``.param_groups``, the fields of the learner's own ``@dataclass``); the learner's own
+functions, classes, constants and lambdas, read by the same rule; what an exercise adds
+(:data:`EXTRA`: the course library's constants it hands over).
+
+**Forbidden** (the exercise scores 0): the exercise's own forbidden entries and families
+(``Exercise.forbidden``; a family such as ``~softmax`` covers every library name that spells
+it), under any of their public paths (:mod:`attnlib.checks.public_paths`); they win over the
+admitted set. Where a family is forbidden, its neighbours (:data:`NEIGHBOURS`: a library
+call that computes the family in another form, ``torch.distributions``, ``F.cross_entropy``)
+go to review.
+
+This module is data and functions of strings: it imports nothing but the standard library,
+so the grader's notebook reader uses it without torch or NumPy (paths are judged by prefix,
+never by importing them).
 """
 
 from __future__ import annotations
@@ -26,114 +52,230 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
-    "BASE_ATTRIBUTES",
-    "BASE_BUILTINS",
-    "BASE_PATHS",
-    "DECORATORS",
     "EXTRA",
+    "LIBRARY_ROOTS_ADMITTED",
+    "NEIGHBOURS",
+    "ORDINARY_DUNDERS",
+    "PURE_MODULES",
+    "REFUSED_ATTRIBUTES",
+    "REFUSED_BUILTINS",
+    "REFUSED_DEFINITIONS",
+    "REFUSED_PATHS",
+    "RULE_SENTENCE",
+    "ADMITTED_BUILTINS",
     "Extra",
     "Policy",
+    "admitted_path",
     "policy",
+    "refused_attribute",
+    "refused_path",
 ]
 
+# The sentence every exercise text and check() say (tests/chapters/test_forbidden_stated.py).
+RULE_SENTENCE = (
+    "Your answer may use NumPy, torch, Python's pure standard modules (math, itertools, "
+    "functools, dataclasses, typing...) and your own functions, classes and constants; "
+    "code that inspects or changes modules or the interpreter (sys, inspect, pickle, "
+    "`__dict__`-style attributes, setattr, assigning to `np.exp`...) is held for your "
+    "instructor to read."
+)
 
-def _paths(root: str, names: str) -> frozenset[str]:
-    return frozenset(f"{root}.{name}" for name in names.split())
+# --------------------------------------------------------------------------- admitted
 
+# The numerical libraries whose public paths are admitted (minus the refused ones below).
+LIBRARY_ROOTS_ADMITTED = frozenset({"numpy", "torch"})
 
-# --------------------------------------------------------------------------- the base list
-
-# torch: building, reshaping, elementwise arithmetic, reductions, products, comparisons,
-# dtypes, and the softmax, log-sum-exp and attention of the library (an exercise that asks
-# for one forbids its family, which removes every spelling of it). Nothing that loads,
-# compiles, reaches the interpreter, or computes a cross-entropy or a distribution.
-_TORCH = _paths(
-    "torch",
+# The standard library's pure modules: computation on values, no I/O, no reflection.
+PURE_MODULES = frozenset(
     """
-    tensor as_tensor from_numpy zeros ones full empty arange linspace eye zeros_like ones_like
-    full_like empty_like rand randn randint rand_like randn_like manual_seed Generator
-    cat concat stack hstack vstack split chunk unbind where masked_select narrow
-    exp exp2 log log2 log10 log1p expm1 sqrt rsqrt square pow abs neg sign reciprocal
-    sin cos tan tanh sigmoid relu erf floor ceil round trunc softmax log_softmax logsumexp
-    complex polar view_as_complex view_as_real real imag diag diag_embed diagonal
-    max min amax amin maximum minimum argmax argmin sum mean prod cumsum cumprod var std
-    matmul bmm mm mv einsum outer dot tensordot baddbmm addmm
-    transpose permute reshape flatten unflatten unsqueeze squeeze broadcast_to broadcast_tensors
-    expand_copy movedim swapaxes flip roll repeat_interleave tile
-    clamp clip clamp_min clamp_max isinf isnan isfinite isneginf isposinf nan_to_num
-    allclose equal eq ne lt le gt ge logical_and logical_or logical_not any all
-    tril triu gather scatter index_select take_along_dim topk sort argsort linalg.norm
-    finfo iinfo is_tensor is_floating_point no_grad inference_mode enable_grad
-    float32 float64 float16 bfloat16 float double half int64 int32 int16 int8 uint8 long int bool
-    Tensor Size dtype device inf nan pi e
-    """,
-)
-_TORCH_NN = _paths(
-    "torch.nn", "Module Linear Parameter Embedding ModuleList Identity Dropout LayerNorm ReLU GELU"
-)
-_TORCH_F = _paths(
-    "torch.nn.functional",
-    "relu gelu linear pad one_hot dropout layer_norm embedding softmax log_softmax "
-    "scaled_dot_product_attention",
-)
-_TORCH_INIT = _paths("torch.nn.init", "xavier_uniform_ normal_ zeros_ ones_ uniform_")
-_NUMPY = _paths(
-    "numpy",
-    """
-    array asarray zeros ones full empty arange linspace eye zeros_like ones_like full_like empty_like
-    concatenate stack hstack vstack split where
-    exp exp2 log log2 log10 log1p expm1 sqrt square power abs absolute negative sign reciprocal
-    sin cos tan tanh floor ceil round trunc logaddexp
-    max min amax amin maximum minimum argmax argmin sum mean prod cumsum cumprod var std
-    matmul dot einsum outer tensordot
-    transpose swapaxes moveaxis reshape expand_dims squeeze broadcast_to broadcast_arrays
-    flip roll repeat tile diag tri
-    clip isinf isnan isfinite isneginf isposinf nan_to_num
-    allclose array_equal equal not_equal less less_equal greater greater_equal
-    logical_and logical_or logical_not any all
-    tril triu take_along_axis sort argsort errstate linalg.norm
-    finfo iinfo ndarray newaxis inf nan pi e
-    float16 float32 float64 int8 int16 int32 int64 uint8 bool_ intp
-    """,
-)
-_MATH = _paths(
-    "math",
-    "sqrt exp log log2 log10 log1p expm1 sin cos tan inf nan pi e isinf isnan isfinite floor ceil pow prod",
-)
-# A module the answer names only as the base of a chain of these (``F.relu``), never on its own.
-BASE_PATHS = _TORCH | _TORCH_NN | _TORCH_F | _TORCH_INIT | _NUMPY | _MATH
-
-# Built-ins: values, containers, iteration, exceptions. Not getattr, vars, globals, eval,
-# exec, compile, open, __import__, type, object, setattr, dir, id, breakpoint, input.
-BASE_BUILTINS = frozenset(
-    """
-    abs all any bool dict divmod enumerate float int isinstance len list max min range reversed
-    round slice sorted sum tuple zip set frozenset str print map filter iter next pow super
-    ValueError TypeError NotImplementedError IndexError KeyError RuntimeError AssertionError
-    ArithmeticError ZeroDivisionError Exception StopIteration OSError OverflowError FloatingPointError
-    LookupError AttributeError
+    math cmath itertools functools operator collections dataclasses typing enum numbers
+    fractions decimal statistics heapq bisect string re copy contextlib abc random array
+    typing_extensions __future__.annotations
     """.split()
 )
 
-# Attributes of values (tensors, arrays, lists, numbers, modules handed over): the methods an
-# answer computes with. No dunder, nothing that loads, formats, or reaches an object's insides.
-BASE_ATTRIBUTES = frozenset(
+# Paths admitted although a refused module holds them.
+ADMITTED_EXCEPTIONS = frozenset({"types.SimpleNamespace"})
+
+# --------------------------------------------------------------------------- refused
+
+_WHY_REFLECTION = "reflection or mutation of modules or the interpreter"
+_WHY_FILES = "files, processes or the network"
+_WHY_SETTINGS = "a library's global settings"
+_WHY_KERNELS = "torch's dispatcher, kernels or compiler"
+
+
+def _group(why: str, paths: str) -> dict[str, str]:
+    return {path: why for path in paths.split()}
+
+
+# A path equal to one of these, or under one, is refused (with the reason shown to the learner).
+REFUSED_PATHS: dict[str, str] = {
+    **_group(
+        _WHY_REFLECTION,
+        """
+        sys inspect gc ctypes cffi importlib builtins pickle cPickle marshal copyreg shelve dill
+        cloudpickle joblib unittest types code codeop runpy pydoc pkgutil weakref atexit
+        traceback linecache dis tracemalloc faulthandler sysconfig site
+        functools.update_wrapper functools.wraps operator.attrgetter operator.methodcaller
+        typing.get_type_hints typing.ForwardRef dataclasses.make_dataclass
+        numpy.ctypeslib numpy.f2py numpy.distutils numpy.add_newdoc numpy.add_docstring
+        numpy.lib.add_newdoc numpy.lib.add_docstring numpy.testing.overrides
+        torch.overrides torch.utils.cpp_extension torch.classes torch.package
+        torch.nn.modules.module.register_module_forward_hook
+        torch.nn.modules.module.register_module_forward_pre_hook
+        torch.nn.modules.module.register_module_full_backward_hook
+        torch.nn.modules.module.register_module_full_backward_pre_hook
+        torch.nn.modules.module.register_module_backward_hook
+        torch.nn.modules.module.register_module_buffer_registration_hook
+        torch.nn.modules.module.register_module_module_registration_hook
+        torch.nn.modules.module.register_module_parameter_registration_hook
+        """,
+    ),
+    **_group(
+        _WHY_KERNELS,
+        "torch.library torch.ops torch.jit torch.compile torch.compiler torch.fx torch.export "
+        "torch.utils.benchmark torch.cuda.jiterator",
+    ),
+    **_group(
+        _WHY_FILES,
+        """
+        os subprocess socket shutil pathlib io tempfile glob signal threading multiprocessing
+        concurrent asyncio select selectors pty urllib http ftplib smtplib ssl webbrowser
+        sqlite3 zipfile tarfile gzip bz2 lzma mmap fcntl resource
+        numpy.load numpy.save numpy.savez numpy.savez_compressed numpy.savetxt numpy.loadtxt
+        numpy.genfromtxt numpy.fromfile numpy.fromregex numpy.memmap numpy.DataSource
+        numpy.lib.npyio numpy.lib.format numpy.lib.DataSource
+        torch.load torch.save torch.serialization torch.hub torch.from_file torch.multiprocessing
+        torch.distributed torch.utils.tensorboard torch.profiler
+        """,
+    ),
+}
+
+# In NumPy and torch, a part that names one of these changes the library for everyone.
+SETTINGS_PREFIXES = ("set_", "register_module_")
+SETTINGS_NAMES = frozenset(
+    "seterr seterrcall setbufsize use_deterministic_algorithms set_default_dtype "
+    "set_default_device set_printoptions set_num_threads set_num_interop_threads".split()
+)
+
+# Dunder attributes an answer may use: initialising a class it defines, and reading names.
+ORDINARY_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__"})
+
+# Dunder methods a learner's class may not define: hooks into the libraries' and the
+# interpreter's protocols, which act where the class is not called.
+REFUSED_DEFINITIONS = frozenset(
     """
-    shape ndim dtype device size numel dim T mT data requires_grad is_floating_point
-    max min amax amin sum mean prod cumsum cumprod var std argmax argmin
-    exp exp2 log log2 log1p expm1 sqrt rsqrt square pow abs neg sign reciprocal tanh sigmoid relu
-    softmax log_softmax logsumexp sin cos floor ceil round clamp clamp_min clamp_max clip
-    transpose permute reshape view view_as flatten unflatten unsqueeze squeeze expand expand_as
-    contiguous movedim swapaxes flip roll repeat repeat_interleave tile narrow unfold
-    float double half long int bool to type_as astype new_zeros new_ones new_full new_empty new_tensor
-    masked_fill masked_fill_ where matmul bmm mm dot outer
-    tril triu gather scatter index_select topk sort argsort unbind split chunk
-    any all eq ne lt le gt ge isinf isnan isfinite nan_to_num logical_not logical_and logical_or
-    detach clone copy item tolist numpy cpu zero_ fill_ add sub mul div add_ sub_ mul_ div_ copy_
-    append extend pop insert items keys values index count join get __init__
-    weight bias real imag tiny eps
+    __torch_function__ __torch_dispatch__ __array_function__ __array_ufunc__ __array_wrap__
+    __array_finalize__ __array_prepare__ __getattribute__ __getattr__ __setattr__ __delattr__
+    __init_subclass__ __set_name__ __class_getitem__ __instancecheck__ __subclasscheck__ __del__
+    __reduce__ __reduce_ex__ __getstate__ __setstate__ __set__ __delete__ __get__ __prepare__
+    __mro_entries__ __subclasshook__ __enter__ __exit__ __index__ __fspath__ __import__
+    __getnewargs__ __getnewargs_ex__ __copy__ __deepcopy__
     """.split()
 )
+
+# Built-ins an answer may not use (reflection, dynamic code, the namespace, I/O).
+REFUSED_BUILTINS: dict[str, str] = {
+    **_group(
+        _WHY_REFLECTION,
+        "eval exec compile __import__ globals vars locals setattr delattr type dir id breakpoint "
+        "memoryview __build_class__ __loader__ __spec__ __builtins__",
+    ),
+    **_group(_WHY_FILES, "open input help exit quit copyright credits license"),
+}
+
+# Built-ins an answer may use.
+ADMITTED_BUILTINS = frozenset(
+    """
+    abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict divmod
+    enumerate filter float format frozenset getattr hasattr hash hex int isinstance issubclass
+    iter len list map max min next object oct ord pow print property range repr reversed round
+    set slice sorted staticmethod str sum super tuple zip NotImplemented Ellipsis __name__
+    __debug__
+    BaseException Exception ArithmeticError AssertionError AttributeError BufferError EOFError
+    FloatingPointError GeneratorExit ImportError IndexError KeyError KeyboardInterrupt
+    LookupError MemoryError ModuleNotFoundError NameError NotImplementedError OSError
+    OverflowError RecursionError ReferenceError RuntimeError StopAsyncIteration StopIteration
+    SyntaxError SystemError TypeError UnboundLocalError UnicodeError ValueError
+    ZeroDivisionError Warning UserWarning DeprecationWarning RuntimeWarning FutureWarning
+    """.split()
+)
+
+# Attributes of values an answer may not use: an interpreter object's insides, file output.
+REFUSED_ATTRIBUTES: dict[str, str] = {
+    **_group(
+        _WHY_REFLECTION,
+        """
+        f_locals f_globals f_back f_builtins f_code f_trace f_lasti gi_frame gi_code
+        gi_yieldfrom cr_frame cr_code cr_await ag_frame ag_code tb_frame tb_next co_code
+        co_consts co_names func_globals func_code im_func im_self with_traceback
+        """,
+    ),
+    **_group(_WHY_FILES, "tofile dump"),
+}
+
+# Where a family is forbidden, the library calls that compute it in another form: review.
+NEIGHBOURS: dict[str, tuple[str, ...]] = {
+    "softmax": (
+        "distributions",
+        "cross_entropy",
+        "crossentropy",
+        "nll_loss",
+        "nllloss",
+        "kl_div",
+        "normalize",
+        "gumbel",
+        "torch.special",
+        "sparsemax",
+    ),
+    "logsumexp": (
+        "distributions",
+        "cross_entropy",
+        "crossentropy",
+        "logcumsumexp",
+        "torch.special",
+        "nll_loss",
+    ),
+    "attention": ("transformer",),
+}
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + ".")
+
+
+def refused_path(path: str) -> str:
+    """Why the dotted ``path`` is refused (see the module's docstring), or ``""``."""
+    parts = path.split(".")
+    if path in ADMITTED_EXCEPTIONS:
+        return ""
+    for prefix, why in REFUSED_PATHS.items():
+        if _under(path, prefix):
+            return why
+    for part in parts:
+        if part.startswith("_") and part not in ORDINARY_DUNDERS and path != "__future__.annotations":
+            return _WHY_REFLECTION if part.startswith("__") else "a private part of a library"
+    if parts[0] in LIBRARY_ROOTS_ADMITTED:
+        for part in parts[1:]:
+            if part in SETTINGS_NAMES or part.startswith(SETTINGS_PREFIXES):
+                return _WHY_SETTINGS
+    return ""
+
+
+def admitted_path(path: str) -> bool:
+    """Whether ``path`` is in the admitted set (its refusal is asked first: :func:`refused_path`)."""
+    root = path.split(".")[0]
+    if root in LIBRARY_ROOTS_ADMITTED or path in ADMITTED_EXCEPTIONS:
+        return True
+    return any(_under(path, module) for module in PURE_MODULES)
+
+
+def refused_attribute(name: str) -> str:
+    """Why reading (or calling) the attribute ``name`` of a value is refused, or ``""``."""
+    if name.startswith("__") and name.endswith("__") and name not in ORDINARY_DUNDERS:
+        return _WHY_REFLECTION
+    return REFUSED_ATTRIBUTES.get(name, "")
 
 
 # --------------------------------------------------------------------------- per exercise
@@ -141,80 +283,49 @@ BASE_ATTRIBUTES = frozenset(
 
 @dataclass(frozen=True)
 class Extra:
-    """What one exercise adds to the base list: dotted ``paths``, value ``attributes``, ``builtins``."""
+    """What one exercise adds to the admitted set: dotted ``paths`` of the course library."""
 
     paths: frozenset[str] = frozenset()
-    attributes: frozenset[str] = frozenset()
-    builtins: frozenset[str] = frozenset()
 
 
-def _extra(paths: str = "", attributes: str = "", builtins: str = "") -> Extra:
-    return Extra(frozenset(paths.split()), frozenset(attributes.split()), frozenset(builtins.split()))
+def _extra(paths: str = "") -> Extra:
+    return Extra(frozenset(paths.split()))
 
 
 _SEQ2SEQ = "attnlib.chapters.seq2seq.PAD attnlib.chapters.seq2seq.BOS attnlib.chapters.seq2seq.EOS"
 _VOCAB = "attnlib.chapters.vocab.PAD attnlib.chapters.vocab.BOS attnlib.chapters.vocab.EOS"
 _TINY_LM = "attnlib.chapters.tiny_lm.COPY_PAD attnlib.chapters.tiny_lm.COPY_SEP"
-# a training step: a loss, gradients, an update
-_TRAIN_PATHS = (
-    "torch.nn.functional.cross_entropy torch.nn.functional.nll_loss torch.nn.CrossEntropyLoss "
-    "torch.nn.NLLLoss torch.optim.Adam torch.optim.AdamW torch.optim.SGD"
-)
-_TRAIN_ATTRIBUTES = "zero_grad backward step parameters named_parameters train eval grad"
-_DECODER_LAYER = "self_attn cross_attn norm1 norm2 norm3 ffn"
-_BLOCK = "self_attention feed_forward norm1 norm2 attn linear1 linear2"
 
+# The course library (attnlib) is not admitted as a whole: it holds a reference for every
+# exercise. An exercise admits the constants and earlier answers it hands over.
 EXTRA: dict[str, Extra] = {
-    "ex-01-1": _extra(
-        "torch.nn.utils.rnn.pack_padded_sequence torch.nn.utils.rnn.pad_packed_sequence",
-        "encoder embed embedding gru rnn hidden_size num_layers batch_first",
-    ),
     "ex-01-2": _extra(_SEQ2SEQ),
-    "ex-01-3": _extra(_SEQ2SEQ, "encoder decoder encode decode step embed embedding gru out output"),
-    "ex-01-4": _extra(
-        f"{_SEQ2SEQ} {_TRAIN_PATHS} attnlib.chapters.seq2seq.shift_right",
-        f"{_TRAIN_ATTRIBUTES} encoder decoder",
-    ),
-    "ex-02-4": _extra("", "w_query w_key v"),
+    "ex-01-3": _extra(_SEQ2SEQ),
+    "ex-01-4": _extra(f"{_SEQ2SEQ} attnlib.chapters.seq2seq.shift_right"),
     # the earlier exercises' split and merge, as the library has them
     "ex-06-3": _extra("attnlib.split_heads attnlib.merge_heads"),
     "ex-07-3": _extra(_VOCAB),
-    "ex-07-5": _extra("", _DECODER_LAYER),
-    "ex-10-1": _extra("", _BLOCK),
-    "ex-10-2": _extra(f"{_TRAIN_PATHS} {_TINY_LM}", _TRAIN_ATTRIBUTES),
-    "ex-10-3": _extra(_TINY_LM, "blocks new_cache forward_cached"),
+    "ex-10-2": _extra(_TINY_LM),
+    "ex-10-3": _extra(_TINY_LM),
     "ex-10-4": _extra(_TINY_LM),
 }
-
-# Decorators an answer may wear: they run the function in a context and return it otherwise
-# unchanged. Any other decorator can replace the function: review.
-DECORATORS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad"})
 
 
 @dataclass(frozen=True)
 class Policy:
-    """What one exercise's answer may reference (see the module's docstring)."""
+    """What one exercise's answer may use (see the module's docstring): ``paths`` are the
+    course library's paths it adds to the admitted set."""
 
     exercise: str
     function: str
     forbidden: tuple[str, ...]
     paths: frozenset[str]
-    attributes: frozenset[str]
-    builtins: frozenset[str]
 
 
 def policy(exercise: str, function: str = "", forbidden=()) -> Policy:
-    """The allow-list of ``exercise`` whose answer defines ``function`` and may not use ``forbidden``.
+    """The rule for ``exercise`` whose answer defines ``function`` and may not use ``forbidden``.
 
-    The forbidden entries win over the list: the check (attnlib.checks.forbidden.audit_*)
-    asks them first, so an entry that the base list also names (``.forward``) is forbidden.
+    The forbidden entries win over the admitted set: the check (attnlib.checks.forbidden.audit_*)
+    asks them first, so an entry the admitted set also holds (``.forward``) is forbidden.
     """
-    extra = EXTRA.get(exercise, Extra())
-    return Policy(
-        exercise,
-        function,
-        tuple(forbidden),
-        BASE_PATHS | extra.paths,
-        BASE_ATTRIBUTES | extra.attributes,
-        BASE_BUILTINS | extra.builtins,
-    )
+    return Policy(exercise, function, tuple(forbidden), EXTRA.get(exercise, Extra()).paths)

@@ -744,22 +744,22 @@ def forbidden_in_function(func: Callable, forbidden: Iterable[str]) -> list[str]
     return sorted(found)
 
 
-# ============================================================================ the allow-list rule
+# ============================================================================ the capability rule
 #
-# Issue 34: the lists above are read as a blocklist, and a blocklist leaks (another public path
-# of the same function, a lookup the list does not name, an alias made by a form it does not
-# read). The rule below is sound by construction instead: the code that defines what is
-# evaluated may reference only what the exercise's allow-list names (attnlib.checks.allowed);
-# a reference to a forbidden object, under any of its public paths
-# (attnlib.checks.public_paths), is forbidden (0 marks); any other reference, and any form
-# the reading cannot follow, goes to review. Each reference is judged where it is written, so
-# an alias made by any form (walrus, dict item, class attribute, lambda, tuple unpacking, a
-# for target) is judged at the expression it aliases; a global name is judged by every
-# binding it has in the notebook.
+# Issue 43: the allow-list of issue 34 was sound but unfair (an honest np.subtract, a
+# @dataclass, itertools.product went to review). The rule below refuses capabilities instead
+# of naming operations (attnlib.checks.allowed): reflection and mutation of modules or the
+# runtime go to review, the exercise's forbidden entries and families score 0 under any of
+# their public paths (attnlib.checks.public_paths), and the rest of NumPy, torch, Python's
+# pure modules and the learner's own code is admitted. Each reference is judged where it is
+# written, so an alias made by any form (walrus, dict item, class attribute, lambda, tuple
+# unpacking, a for target) is judged at the expression it aliases; a global name is judged by
+# every binding it has in the cells read, and a mutable global value by every statement of
+# those cells that names it.
 
 
 class Audit(NamedTuple):
-    """What the allow-list rule found in an answer: ``forbidden`` entries (the answer scores 0)
+    """What the rule found in an answer: ``forbidden`` entries (the answer scores 0)
     and ``review`` reasons (a person must read it: the answer is never marked automatically)."""
 
     forbidden: tuple[str, ...] = ()
@@ -774,10 +774,13 @@ class _Forbid:
     """An exercise's forbidden entries, asked of a dotted path, a value's attribute or a local call."""
 
     def __init__(self, entries: Iterable[str]):
+        from attnlib.checks.allowed import NEIGHBOURS
         from attnlib.checks.public_paths import PUBLIC_PATHS
 
         entries = [e.strip() for e in entries if e and e.strip()]
-        self.family_words = tuple(w for words in _family_words(entries).values() for w in words)
+        families = _family_words(entries)
+        self.family_words = tuple(w for words in families.values() for w in words)
+        self.neighbours = {n: family for family in families for n in NEIGHBOURS.get(family, ())}
         entries = [e for e in entries if not e.startswith("~")]
         entries += [t for e in entries for t in _twins(e) if t not in entries]
         self.calls = {e[:-2] for e in entries if e.endswith("()")}
@@ -807,6 +810,19 @@ class _Forbid:
                     return entry
         return None
 
+    def neighbour(self, path: str) -> str | None:
+        """The forbidden family whose neighbour (allowed.NEIGHBOURS) ``path`` names, if any."""
+        parts = path.split(".")
+        if parts[0] not in LIBRARY_ROOTS:
+            return None
+        for word, family in self.neighbours.items():
+            if "." in word:
+                if path == word or path.startswith(word + "."):
+                    return family
+            elif any(_holds_word(part, (word,)) for part in parts[1:]):
+                return family
+        return None
+
     def attribute(self, name: str) -> str | None:
         if name in self.attributes or (self.family_words and _holds_word(name, self.family_words)):
             return "." + name
@@ -814,18 +830,22 @@ class _Forbid:
 
 
 class _Binding(NamedTuple):
-    """One binding of a global name: ``kind`` is ``path`` (an import), ``alias`` (``n = a.b``),
-    ``def``, ``class``, ``const`` or ``unreadable`` (``why`` says by what form)."""
+    """One binding of a global name: ``kind`` is ``module`` (``import m``), ``path`` (``from m
+    import n``), ``alias`` (``n = a.b``), ``def``, ``class``, ``const``, ``scalar``, ``value``
+    (any other expression, judged where it is written; ``node`` is that expression),
+    ``values`` (check()'s side: a container's items, ``node`` a list of bindings) or
+    ``unreadable`` (``why`` says by what form)."""
 
     kind: str
     where: str
     path: str = ""
-    node: ast.AST | None = None
+    node: Any = None
     names: Any = None  # the resolver of a def's or an alias's own globals
     why: str = ""
 
 
 _CONST_TYPES = (int, float, complex, str, bytes, bool, type(None))
+_LEARNER_KINDS = frozenset({"const", "scalar", "value", "values", "def", "class"})
 
 
 def _is_constant(node: ast.AST) -> bool:
@@ -835,43 +855,6 @@ def _is_constant(node: ast.AST) -> bool:
         return _is_constant(node.operand)
     if isinstance(node, ast.Tuple):  # not a list: a later cell could append a function to it
         return all(_is_constant(e) for e in node.elts)
-    return False
-
-
-_SCALAR_BUILTINS = frozenset({"float", "int", "abs", "round", "min", "max", "pow", "bool"})
-_ARRAY_MAKERS = frozenset(
-    "array asarray zeros ones full empty arange linspace eye zeros_like ones_like full_like empty_like "
-    "tensor as_tensor rand randn randint stack concatenate cat".split()
-)
-
-
-def _is_scalar(node: ast.AST) -> bool:
-    """An expression whose value is an immutable number (or string, or a tuple of them), whatever
-    its names mean: constants, arithmetic, comparisons, and calls of ``math``'s, NumPy's and a few
-    built-in functions on such values (``1 / math.sqrt(64)``, ``np.sqrt(8)``). Its references are
-    judged where it is used; a later cell cannot change such a value in place."""
-    if _is_constant(node):
-        return True
-    if isinstance(node, ast.UnaryOp):
-        return _is_scalar(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _is_scalar(node.left) and _is_scalar(node.right)
-    if isinstance(node, ast.BoolOp):
-        return all(_is_scalar(v) for v in node.values)
-    if isinstance(node, ast.Compare):
-        return _is_scalar(node.left) and all(_is_scalar(c) for c in node.comparators)
-    if isinstance(node, ast.IfExp):
-        return all(_is_scalar(n) for n in (node.test, node.body, node.orelse))
-    if isinstance(node, ast.Tuple):
-        return all(_is_scalar(e) for e in node.elts)
-    if isinstance(node, ast.Name):
-        return True  # judged where it is used: a name bound to a function is not called here
-    if isinstance(node, ast.Call) and not node.keywords and all(_is_scalar(a) for a in node.args):
-        func = node.func
-        if isinstance(func, ast.Name):
-            return func.id in _SCALAR_BUILTINS
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            return func.value.id in ("math", "np", "numpy") and func.attr not in _ARRAY_MAKERS
     return False
 
 
@@ -890,19 +873,26 @@ def _text(node: ast.AST, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _NotebookNames:
-    """Every binding of every global name in a notebook's cells, read from their syntax trees.
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and len(name) > 4
 
-    A binding the reading can follow is an import, a top-level ``def`` or ``class`` (not
-    decorated, not inside a block), a constant, or an alias ``n = a.b``; every other form
-    (an assignment from a call, tuple unpacking, a ``for`` or ``with`` target, ``:=``, a
-    ``def`` inside ``if``, ``global n`` in a function, ``del``) is ``unreadable``.
+
+class _NotebookNames:
+    """Every binding of every global name in a notebook's cells, read from their syntax trees,
+    and, per name, the top-level statements that mention it (:func:`audit_notebook` judges them
+    when the answer reaches a mutable value bound to the name).
+
+    An import, a ``def`` or ``class`` (wherever it is, decorated or not), a constant, an alias
+    ``n = a.b`` and any other expression bound by ``=``, ``:=``, ``for``, ``with`` or ``except``
+    are read (the expression is judged where it is written); ``global n`` in a function, ``del``,
+    a match pattern and a relative import are ``unreadable``.
     """
 
     def __init__(self, cells: Iterable[tuple[int, str]]):
         self.table: dict[str, list[_Binding]] = {}
         self.stars: list[str] = []
         self.trees: dict[int, ast.Module] = {}
+        self.mentions: dict[str, list[tuple[int, ast.stmt]]] = {}
         self.mutations: dict[frozenset, list[str]] = {}  # per set of skipped cells
         for index, source in cells:
             tree = _parse(source)
@@ -911,6 +901,9 @@ class _NotebookNames:
             self.trees[index] = tree
             self._read(tree.body, f"cell {index}", top=True)
             self._expressions(tree, f"cell {index}")
+            for stmt in tree.body:
+                for name in {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}:
+                    self.mentions.setdefault(name, []).append((index, stmt))
 
     def bindings(self, name: str) -> list[_Binding] | None:
         return self.table.get(name)
@@ -923,14 +916,17 @@ class _NotebookNames:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
                 self._add(node.id, _Binding("unreadable", where, why=why))
 
+    def _values(self, target: ast.AST, value: ast.AST, where: str) -> None:
+        """Every name ``target`` binds gets the value ``value`` (judged whole)."""
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self._add(node.id, _Binding("value", where, node=value, names=self))
+
     def _read(self, body: list[ast.stmt], where: str, top: bool) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 kind = "class" if isinstance(stmt, ast.ClassDef) else "def"
-                if top:  # its decorators are judged with it (_Auditor.decorator)
-                    self._add(stmt.name, _Binding(kind, where, node=stmt, names=self))
-                else:
-                    self._add(stmt.name, _Binding("unreadable", where, why="a definition inside a block"))
+                self._add(stmt.name, _Binding(kind, where, node=stmt, names=self))
                 for inner in ast.walk(stmt):
                     if isinstance(inner, ast.Global):
                         for name in inner.names:
@@ -938,10 +934,10 @@ class _NotebookNames:
             elif isinstance(stmt, ast.Import):
                 for alias in stmt.names:
                     if alias.asname:
-                        self._add(alias.asname, _Binding("path", where, path=alias.name))
+                        self._add(alias.asname, _Binding("module", where, path=alias.name))
                     else:
                         top_name = alias.name.split(".")[0]
-                        self._add(top_name, _Binding("path", where, path=top_name))
+                        self._add(top_name, _Binding("module", where, path=top_name))
             elif isinstance(stmt, ast.ImportFrom):
                 for alias in stmt.names:
                     if alias.name == "*":
@@ -956,34 +952,33 @@ class _NotebookNames:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 value = stmt.value
                 for target in targets:
-                    if not isinstance(target, ast.Name):
-                        self._unreadable(target, where, "tuple unpacking or an item assignment")
-                    elif value is None:
+                    if value is None:
                         continue
+                    if not isinstance(target, ast.Name):
+                        self._values(target, value, where)  # an item or attribute store binds no name
                     elif _is_constant(value):
                         self._add(target.id, _Binding("const", where))
-                    elif _is_scalar(value) and not isinstance(value, ast.Name):
-                        self._add(target.id, _Binding("scalar", where, node=value, names=self))
                     elif _is_chain(value):
                         self._add(target.id, _Binding("alias", where, node=value, names=self))
                     else:
-                        self._add(target.id, _Binding("unreadable", where, why=f"'{_text(stmt, 50)}'"))
+                        self._add(target.id, _Binding("value", where, node=value, names=self))
             elif isinstance(stmt, ast.AugAssign):
-                self._unreadable(stmt.target, where, "an augmented assignment")
+                self._values(stmt.target, stmt.value, where)
             elif isinstance(stmt, ast.For | ast.AsyncFor):
-                self._unreadable(stmt.target, where, "a for target")
+                self._values(stmt.target, stmt.iter, where)
                 self._read(stmt.body + stmt.orelse, where, top=False)
             elif isinstance(stmt, ast.While | ast.If):
                 self._read(stmt.body + stmt.orelse, where, top=False)
             elif isinstance(stmt, ast.With | ast.AsyncWith):
                 for item in stmt.items:
                     if item.optional_vars is not None:
-                        self._unreadable(item.optional_vars, where, "a with target")
+                        self._values(item.optional_vars, item.context_expr, where)
                 self._read(stmt.body, where, top=False)
             elif isinstance(stmt, ast.Try | getattr(ast, "TryStar", ast.Try)):
                 for handler in stmt.handlers:
                     if handler.name:
-                        self._add(handler.name, _Binding("unreadable", where, why="an except target"))
+                        value = handler.type if handler.type is not None else ast.Constant(None)
+                        self._add(handler.name, _Binding("value", where, node=value, names=self))
                     self._read(handler.body, where, top=False)
                 self._read(stmt.body + stmt.orelse + stmt.finalbody, where, top=False)
             elif isinstance(stmt, ast.Match):
@@ -1004,28 +999,44 @@ class _NotebookNames:
         stack = [tree]
         while stack:
             node = stack.pop()
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
                 continue
             if isinstance(node, ast.NamedExpr):
-                self._add(node.target.id, _Binding("unreadable", where, why="an assignment expression (:=)"))
+                self._add(node.target.id, _Binding("value", where, node=node.value, names=self))
             stack.extend(ast.iter_child_nodes(node))
 
 
 class _Scope:
-    """The names a function (or class body, or comprehension) binds: locals, and those bound
-    only by an import (``import numpy as np`` inside the function: a path)."""
+    """The names a function (or class body, or comprehension) binds: locals, those bound only
+    by an import (a path; ``modules``: by ``import m``), and ``aliases``: locals bound to a
+    chain of another scope's names or to an iteration over such chains (``m = np``,
+    ``for m in (np,)``), whose attributes the function may not set."""
 
     def __init__(self, names: set[str], paths: dict[str, str], is_class: bool = False):
         self.names = names
         self.paths = paths
         self.is_class = is_class
+        self.modules: set[str] = set()
+        self.aliases: set[str] = set()
+
+
+def _foreign_chain(node: ast.AST, own: set[str]) -> bool:
+    """A chain ``a.b.c`` whose root is not one of the names ``own`` binds from its parameters
+    or calls: it names another scope's object (a module, a class, a global)."""
+    if not _is_chain(node):
+        return False
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id not in own
 
 
 def _local_names(body: list[ast.AST], params: Iterable[str] = ()) -> _Scope:
     """The locals of a function body (not of nested functions), and the import-only ones."""
     names = set(params)
     imported: dict[str, list[str]] = {}
+    modules: set[str] = set()
     other: set[str] = set(params)
+    chains: list[tuple[ast.AST, ast.AST]] = []  # (target, value) of assignments and loops
     stack: list[ast.AST] = list(body)
     while stack:
         node = stack.pop()
@@ -1046,12 +1057,21 @@ def _local_names(body: list[ast.AST], params: Iterable[str] = ()) -> _Scope:
                 if isinstance(node, ast.Import):
                     name = alias.asname or alias.name.split(".")[0]
                     path = alias.name if alias.asname else name
+                    modules.add(name)
                 else:
                     name = alias.asname or alias.name
                     path = f"{node.module}.{alias.name}" if node.module and not node.level else ""
                 names.add(name)
                 imported.setdefault(name, []).append(path)
             continue
+        if isinstance(node, ast.Assign):
+            chains += [(t, node.value) for t in node.targets]
+        elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and node.value is not None:
+            chains.append((node.target, node.value))
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            chains.append((node.target, node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            chains.append((node.optional_vars, node.context_expr))
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
             names.add(node.id)
             other.add(node.id)
@@ -1063,7 +1083,23 @@ def _local_names(body: list[ast.AST], params: Iterable[str] = ()) -> _Scope:
             continue
         stack.extend(ast.iter_child_nodes(node))
     paths = {n: p[0] for n, p in imported.items() if n not in other and len(set(p)) == 1 and p[0]}
-    return _Scope(names, paths)
+    scope = _Scope(names, paths)
+    scope.modules = {m for m in modules if m in paths}
+    changed = True
+    while changed:  # a local is another scope's object when a chain of one (or of such a local) binds it
+        changed = False
+        own = (names - set(paths)) - scope.aliases
+        for target, value in chains:
+            items = value.elts if isinstance(value, ast.Tuple | ast.List | ast.Set) else [value]
+            if any(_foreign_chain(item, own) for item in items):
+                bound = {
+                    n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                }
+                new = bound - scope.aliases
+                if new:
+                    scope.aliases |= new
+                    changed = True
+    return scope
 
 
 def _params(args: ast.arguments) -> list[str]:
@@ -1072,59 +1108,93 @@ def _params(args: ast.arguments) -> list[str]:
     return [a.arg for a in every]
 
 
+# What the learner reads in every reason: the rule, in short.
+_OUTSIDE = "outside what an answer may use (NumPy, torch, Python's pure standard modules, your own code)"
+_NAME_CALLS = frozenset({"getattr", "hasattr"})
+
+
 class _Auditor:
     """Reads code under one exercise's :class:`~attnlib.checks.allowed.Policy`."""
 
     def __init__(self, policy):
         self.policy = policy
         self.forbid = _Forbid(policy.forbidden)
-        # an allowed attnlib object is allowed under every public path of it
+        # an admitted attnlib object is admitted under every public path of it
         self.allowed = {self.forbid._canonical(p) for p in policy.paths}
         self.forbidden: set[str] = set()
         self.review: dict[str, None] = {}
         self._done: set[int] = set()
         self._active: set[tuple[int, str]] = set()
+        self.values: dict[str, None] = {}  # global names bound to a mutable value the answer reaches
+        self.trusted: set[str] = set()  # "cell N" of the handed-out cells: their own code
+        self._quiet = 0
 
     # ------------------------------------------------------------------ verdicts
 
     def flag(self, why: str) -> None:
-        self.review.setdefault(why)
+        if not self._quiet:
+            self.review.setdefault(why)
 
     def result(self) -> Audit:
         return Audit(tuple(sorted(self.forbidden)), tuple(self.review))
 
-    def check_path(self, path: str, where: str, module_ok: bool = False) -> None:
+    def check_path(self, path: str, where: str, value: bool = False) -> None:
+        from attnlib.checks.allowed import admitted_path, refused_path
+
         hit = self.forbid.path(path)
         if hit:
             self.forbidden.add(hit)
-        elif path in self.policy.paths or self.forbid._canonical(path) in self.allowed:
             return
-        elif module_ok and any(p.startswith(path + ".") for p in self.policy.paths):
-            return  # an import of a module whose operations the list names
-        else:
-            exercise = self.policy.exercise
-            self.flag(f"{where}: uses {path}, which is not among the operations {exercise} allows")
+        if path in self.policy.paths or self.forbid._canonical(path) in self.allowed:
+            return
+        why = refused_path(path)
+        if why:
+            self.flag(f"{where}: uses {path} ({why})")
+            return
+        family = self.forbid.neighbour(path)
+        if family:
+            self.flag(f"{where}: uses {path}, which computes the forbidden {family} family in another form")
+        elif not admitted_path(path):
+            self.flag(f"{where}: uses {path}, which is {_OUTSIDE}")
+        elif value:
+            self.flag(f"{where}: uses the module {path} as a value (only its attributes may be used)")
 
     def check_attribute(self, name: str, where: str) -> None:
+        from attnlib.checks.allowed import refused_attribute
+
         hit = self.forbid.attribute(name)
         if hit:
             self.forbidden.add(hit)
-        elif name not in self.policy.attributes:
-            self.flag(f"{where}: uses the attribute .{name}, which {self.policy.exercise} does not allow")
+            return
+        why = refused_attribute(name)
+        if why:
+            self.flag(f"{where}: uses the attribute .{name} ({why})")
 
     def check_builtin(self, name: str, where: str) -> None:
-        if name not in self.policy.builtins:
-            self.flag(f"{where}: uses the name {name}, which {self.policy.exercise} does not allow")
+        from attnlib.checks.allowed import ADMITTED_BUILTINS, REFUSED_BUILTINS
+
+        if name in ADMITTED_BUILTINS:
+            return
+        if name in REFUSED_BUILTINS:
+            self.flag(f"{where}: uses {name} ({REFUSED_BUILTINS[name]})")
+        elif name in _NAME_CALLS:
+            self.flag(f"{where}: uses {name} other than called with a constant attribute name")
+        elif _is_dunder(name):
+            self.flag(f"{where}: uses {name} (reflection or mutation of modules or the interpreter)")
+        else:
+            self.flag(f"{where}: uses the name {name}, which no cell read defines and is not a built-in")
 
     # ------------------------------------------------------------------ names
 
     def _lookup_local(self, name: str, scopes: list[_Scope]):
-        """``("local", None)``, ``("path", path)`` or None (a global) for a name read in ``scopes``."""
+        """``("local", scope)``, ``("path", path)``, ``("module", path)`` or None (a global)."""
         for depth, scope in enumerate(reversed(scopes)):
             if scope.is_class and depth > 0:
                 continue  # a class body's names are not visible in its methods
             if name in scope.names:
-                return ("path", scope.paths[name]) if name in scope.paths else ("local", None)
+                if name in scope.paths:
+                    return ("module" if name in scope.modules else "path", scope.paths[name])
+                return ("local", scope)
         return None
 
     def name(self, name: str, scopes, names, where: str, attrs: tuple[str, ...] = ()) -> None:
@@ -1132,8 +1202,8 @@ class _Auditor:
         local = self._lookup_local(name, scopes)
         if local is not None:
             kind, path = local
-            if kind == "path":
-                self.check_path(".".join((path, *attrs)), where)
+            if kind in ("path", "module"):
+                self.check_path(".".join((path, *attrs)), where, value=kind == "module" and not attrs)
             else:
                 for attr in attrs:
                     self.check_attribute(attr, where)
@@ -1143,9 +1213,6 @@ class _Auditor:
     def global_name(self, name: str, names, where: str, attrs: tuple[str, ...] = ()) -> None:
         bindings = names.bindings(name) if names is not None else None
         if not bindings:
-            if attrs and name in ("__builtins__", "builtins"):
-                self.flag(f"{where}: uses {name}.{'.'.join(attrs)}")
-                return
             self.check_builtin(name, where)
             for attr in attrs:
                 self.check_attribute(attr, where)
@@ -1156,13 +1223,19 @@ class _Auditor:
         self._active.add(key)
         try:
             for binding in bindings:
-                self._binding(name, binding, attrs, where)
+                quiet = binding.where in self.trusted
+                self._quiet += quiet
+                try:
+                    self._binding(name, binding, attrs, where)
+                finally:
+                    self._quiet -= quiet
         finally:
             self._active.discard(key)
 
     def _binding(self, name: str, binding: _Binding, attrs: tuple[str, ...], where: str) -> None:
-        if binding.kind == "path":
-            self.check_path(".".join((binding.path, *attrs)), where)
+        if binding.kind in ("path", "module"):
+            value = binding.kind == "module" and not attrs
+            self.check_path(".".join((binding.path, *attrs)), where, value=value)
             return
         if binding.kind == "unreadable":
             self.flag(
@@ -1179,8 +1252,13 @@ class _Auditor:
                 for path in paths:
                     self.check_path(".".join((path, *attrs)), where)
             return
-        if binding.kind == "scalar":
+        if binding.kind in ("scalar", "value"):
+            if binding.kind == "value" and binding.where not in self.trusted:
+                self.values.setdefault(name)
             self.expr(binding.node, [], binding.names, binding.where)
+        elif binding.kind == "values":
+            for inner in binding.node:
+                self._binding(name, inner, (), where)
         elif binding.kind == "def":
             self.function(binding.node, [], binding.names, binding.where)
         elif binding.kind == "class":
@@ -1207,7 +1285,7 @@ class _Auditor:
         self._active.add(key)
         try:
             for b in bindings:
-                if b.kind == "path":
+                if b.kind in ("path", "module"):
                     out.append(".".join((b.path, *attrs)))
                 elif b.kind == "alias":
                     inner = self._chain_paths(b.node, b.names)
@@ -1219,6 +1297,12 @@ class _Auditor:
         finally:
             self._active.discard(key)
         return out
+
+    def _owned_global(self, name: str, names) -> bool:
+        """Whether every binding of the global ``name`` is the learner's own value, function or
+        class (so that setting its attributes or items changes nothing a library holds)."""
+        bindings = names.bindings(name) if names is not None else None
+        return bool(bindings) and all(b.kind in _LEARNER_KINDS for b in bindings)
 
     # ------------------------------------------------------------------ code
 
@@ -1236,7 +1320,7 @@ class _Auditor:
             self.expr(node.body, [*scopes, scope], names, where)
             return
         for decorator in node.decorator_list:
-            self.decorator(node.name, decorator, scopes, names, where)
+            self.expr(decorator, scopes, names, where)
         for arg in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
             if arg is not None and arg.annotation is not None:
                 self.expr(arg.annotation, scopes, names, where)
@@ -1245,38 +1329,30 @@ class _Auditor:
         scope = _local_names(node.body, _params(args))
         self.stmts(node.body, [*scopes, scope], names, where)
 
-    def decorator(self, name: str, node: ast.AST, scopes: list[_Scope], names, where: str) -> None:
-        """A decorator of the answer: one of :data:`attnlib.checks.allowed.DECORATORS` (called or
-        not), named by a path; any other can replace the function."""
-        from attnlib.checks.allowed import DECORATORS
-
-        chain = node.func if isinstance(node, ast.Call) and not node.args and not node.keywords else node
-        paths = None
-        if _is_chain(chain):
-            base = chain
-            attrs: list[str] = []
-            while isinstance(base, ast.Attribute):
-                attrs.insert(0, base.attr)
-                base = base.value
-            local = self._lookup_local(base.id, scopes)
-            if local is None:
-                paths = self._chain_paths(chain, names)
-            elif local[0] == "path":
-                paths = [".".join((local[1], *attrs))]
-        if paths and all(p in DECORATORS for p in paths):
-            return
-        self.flag(f"{where}: {name} is decorated (@{_text(node)}): a decorator can replace it")
-
     def class_def(self, node: ast.ClassDef, scopes: list[_Scope], names, where: str) -> None:
+        from attnlib.checks.allowed import REFUSED_DEFINITIONS
+
         if id(node) in self._done:
             return
         self._done.add(id(node))
         for decorator in node.decorator_list:
-            self.flag(f"{where}: class {node.name} is decorated (@{_text(decorator)})")
+            self.expr(decorator, scopes, names, where)
         for base in node.bases:
             self.expr(base, scopes, names, where)
         for keyword in node.keywords:
-            self.flag(f"{where}: class {node.name} is made with {keyword.arg}=...")
+            self.flag(
+                f"{where}: class {node.name} is made with {keyword.arg}=... (a metaclass can change it)"
+            )
+        for stmt in node.body:
+            bound = []
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound = [stmt.name]
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                bound = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            for name in bound:
+                if name in REFUSED_DEFINITIONS:
+                    self.flag(f"{where}: class {node.name} defines {name}, a hook into the interpreter")
         scope = _local_names(node.body)
         scope.is_class = True
         self.stmts(node.body, [*scopes, scope], names, where)
@@ -1284,6 +1360,21 @@ class _Auditor:
     def stmts(self, body: list[ast.stmt], scopes: list[_Scope], names, where: str) -> None:
         for stmt in body:
             self.stmt(stmt, scopes, names, where)
+
+    def top(self, stmt: ast.stmt, names, where: str) -> None:
+        """A top-level statement of a cell, judged whole (a def or class too)."""
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            self.function(stmt, [], names, where)
+        elif isinstance(stmt, ast.ClassDef):
+            self.class_def(stmt, [], names, where)
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            for alias in stmt.names:
+                if isinstance(stmt, ast.ImportFrom) and (alias.name == "*" or stmt.level or not stmt.module):
+                    continue
+                path = alias.name if isinstance(stmt, ast.Import) else f"{stmt.module}.{alias.name}"
+                self.check_path(path, where)
+        else:
+            self.stmt(stmt, [], names, where)
 
     def stmt(self, stmt: ast.stmt, scopes: list[_Scope], names, where: str) -> None:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -1297,9 +1388,12 @@ class _Auditor:
             return
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
-                hit = self.forbid.path(alias.name)
-                if hit:
-                    self.forbidden.add(hit)
+                if scopes:
+                    self.check_path(alias.name, where)
+                else:
+                    hit = self.forbid.path(alias.name)
+                    if hit:
+                        self.forbidden.add(hit)
             return
         if isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
@@ -1308,14 +1402,16 @@ class _Auditor:
                     continue
                 path = f"{stmt.module}.{alias.name}"
                 if scopes:
-                    self.check_path(path, where, module_ok=True)
+                    self.check_path(path, where)
                 else:
                     hit = self.forbid.path(path)
                     if hit:
                         self.forbidden.add(hit)
             return
-        if isinstance(stmt, ast.Global):
-            self.flag(f"{where}: 'global {', '.join(stmt.names)}' rebinds the notebook's names")
+        if isinstance(stmt, ast.Global | ast.Nonlocal):
+            word = "global" if isinstance(stmt, ast.Global) else "nonlocal"
+            if isinstance(stmt, ast.Global):
+                self.flag(f"{where}: '{word} {', '.join(stmt.names)}' rebinds the notebook's names")
             return
         if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
             targets = stmt.targets if isinstance(stmt, ast.Assign | ast.Delete) else [stmt.target]
@@ -1357,8 +1453,14 @@ class _Auditor:
                 self.stmts(child.body, scopes, names, where)
 
     def target(self, target: ast.AST, scopes: list[_Scope], names, where: str) -> None:
-        """An assignment's target: a name, or an attribute or item of the function's own values."""
+        """An assignment's target: a name, or an attribute or item of the answer's own values
+        (a local that is not an alias of another scope's object, or a global the learner binds
+        to a value, function or class); never of a module, a library object or a computed one."""
         if isinstance(target, ast.Name):
+            if _is_dunder(target.id) and target.id not in ("__name__",):
+                self.flag(
+                    f"{where}: binds {target.id} (reflection or mutation of modules or the interpreter)"
+                )
             return
         if isinstance(target, ast.Tuple | ast.List):
             for elt in target.elts:
@@ -1371,14 +1473,50 @@ class _Auditor:
         while isinstance(root, ast.Attribute | ast.Subscript):
             if isinstance(root, ast.Subscript):
                 self.expr(root.slice, scopes, names, where)
+            else:
+                self.check_attribute(root.attr, where)
             root = root.value
-        local = self._lookup_local(root.id, scopes) if isinstance(root, ast.Name) else None
-        if isinstance(root, ast.Name) and local is not None and local[0] == "local":
-            return
         if not isinstance(root, ast.Name):
             self.expr(root, scopes, names, where)
+            self.flag(f"{where}: sets {_text(target)}, an attribute or item of a computed object")
             return
-        self.flag(f"{where}: sets {_text(target)}, which is not the function's own value")
+        local = self._lookup_local(root.id, scopes)
+        if local is not None:
+            if local[0] == "local" and root.id not in local[1].aliases:
+                return
+            self.flag(f"{where}: sets {_text(target)}: {root.id} is a module or an alias of another object")
+            return
+        self.global_name(root.id, names, where)
+        if not self._owned_global(root.id, names):
+            self.flag(f"{where}: sets {_text(target)}, which is not the answer's own value")
+
+    def _name_call(self, node: ast.Call, scopes, names, where: str) -> bool:
+        """``getattr(obj, "name")`` / ``hasattr``: judged as ``obj.name``; True when handled."""
+        func = node.func
+        if not (isinstance(func, ast.Name) and func.id in _NAME_CALLS):
+            return False
+        if self._lookup_local(func.id, scopes) is not None or (names is not None and names.bindings(func.id)):
+            return False  # the learner's own function of that name
+        name = _fold(node.args[1]) if len(node.args) >= 2 else None
+        if name is None or node.keywords:
+            self.flag(f"{where}: {func.id}() with a computed name ({_text(node)})")
+            for child in [*node.args, *[k.value for k in node.keywords]]:
+                self.expr(child, scopes, names, where)
+            return True
+        obj = node.args[0]
+        if _is_chain(obj):
+            attrs: list[str] = [name]
+            base = obj
+            while isinstance(base, ast.Attribute):
+                attrs.insert(0, base.attr)
+                base = base.value
+            self.name(base.id, scopes, names, where, tuple(attrs))
+        else:
+            self.expr(obj, scopes, names, where)
+            self.check_attribute(name, where)
+        for child in node.args[2:]:
+            self.expr(child, scopes, names, where)
+        return True
 
     def expr(self, node: ast.AST, scopes: list[_Scope], names, where: str) -> None:
         if isinstance(node, ast.Name):
@@ -1404,6 +1542,8 @@ class _Auditor:
                 local = self._lookup_local(func.id, scopes)
                 if local is not None and local[0] == "local":
                     self.forbidden.add(func.id + "()")
+            if self._name_call(node, scopes, names, where):
+                return
         if isinstance(node, ast.Lambda):
             self.function(node, scopes, names, where)
             return
@@ -1431,36 +1571,120 @@ class _Auditor:
                         self.expr(grand, scopes, names, where)
 
 
-# What a cell may use to change, in place, what an answer references, without a binding or an
-# attribute store the reading sees: DYNAMIC_LOOKUPS less what acts outside the process.
-_OUTSIDE_THE_PROCESS = (
-    "subprocess",
-    "multiprocessing",
-    "os.",
-    "pty",
-    "breakpoint",
-    "code.",
-    "codeop",
-    "runpy",
+# ---------------------------------------------------------------------------- other cells
+#
+# A cell the answer does not reach is not judged by the rule (a playground may print, time,
+# pickle a result). It is read only for what could change, in place, what an answer's names
+# do: setattr and the dunder setters, dynamic code, the namespace, the interpreter's objects
+# and hooks, a deserialiser (it runs code), a patch of torch's dispatcher; and an attribute or
+# item store on a module, a library object or a learner's function or class.
+
+_MUTATORS = (
+    "sys",
+    "ctypes",
+    "cffi",
+    "gc",
+    "importlib",
+    "builtins",
+    "__builtins__",
+    "unittest.mock",
+    "mock",
+    "torch.library",
+    "torch.overrides",
+    "torch._C",
+    "torch.ops",
+    "torch.utils._python_dispatch",
+    "torch._dynamo",
+    "torch.jit",
+    "torch.compile",
+    "inspect",
+    "types.FunctionType",
+    "types.CodeType",
+    "types.ModuleType",
+    "copyreg",
+    "marshal.loads",
+    "marshal.load",
+    "pickle.loads",
+    "pickle.load",
+    "pickle.Unpickler",
+    "_pickle",
+    "dill",
+    "cloudpickle",
+    "joblib.load",
+    "shelve",
+    "functools.update_wrapper",
+    "functools.wraps",
+    "numpy.load",
+    "torch.load",
+    "get_ipython",
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
 )
-_REBINDING_NAMES = frozenset(
-    {"setattr", "delattr", "__setattr__", "__delattr__", "__setitem__", "__delitem__"}
+_REBINDING_NAMES = frozenset({"setattr", "delattr", "settrace", "setprofile"})
+_READ_ONLY_NAMESPACE = frozenset(
+    {"sorted", "list", "len", "print", "set", "tuple", "repr", "str", "dict", "iter"}
 )
 
 
 def _rebinders(tree: ast.AST, where: str) -> list[str]:
-    """The dynamic lookups of a cell (:func:`find_dynamic`) that can change, in place, what an
-    answer references (``exec``, ``vars()``, ``__dict__``, ``sys.modules``, ``ctypes``, ``gc``,
-    ``__setattr__``...), and every use of ``setattr``/``delattr`` or of a dunder that sets."""
-    finder = _Dynamic()
-    finder.visit(tree)
-    found = [f for f in sorted(finder.found) if not f.startswith(_OUTSIDE_THE_PROCESS)]
+    """What a cell uses that can change, in place, what an answer's names do (see above)."""
+    aliases = dict(DEFAULT_ALIASES)
+    found: list[str] = []
     for node in ast.walk(tree):
-        name = (
-            node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-        )
-        if name in _REBINDING_NAMES:
-            found.append(name)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute | ast.Name) and not isinstance(
+            parents.get(id(node)), ast.Attribute
+        ):
+            parts: list[str] = []
+            base = node
+            while isinstance(base, ast.Attribute):
+                parts.insert(0, base.attr)
+                base = base.value
+            if isinstance(base, ast.Name):
+                parts.insert(0, aliases.get(base.id, base.id))
+            path = ".".join(parts)
+            for mutator in _MUTATORS:
+                if path == mutator or path.startswith(mutator + "."):
+                    found.append(mutator)
+            if any(
+                p in _REBINDING_NAMES or (_is_dunder(p) and p not in ("__init__", "__name__", "__doc__"))
+                for p in parts
+            ):
+                found.append(next(p for p in parts if p in _REBINDING_NAMES or _is_dunder(p)))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("globals", "vars", "locals")
+        ):
+            parent = parents.get(id(node))
+            reader = (
+                isinstance(parent, ast.Call)
+                and isinstance(parent.func, ast.Name)
+                and parent.func.id in _READ_ONLY_NAMESPACE
+            )
+            method = isinstance(parent, ast.Attribute) and parent.attr in ("keys", "items", "values", "get")
+            if not (reader or method) or node.args:
+                found.append(f"{node.func.id}()")
+        if isinstance(node, ast.Attribute) and node.attr in ("settrace", "setprofile", "_ns", "user_ns"):
+            found.append(node.attr)
+        if isinstance(node, ast.Name) and node.id.endswith(("FunctionMode", "DispatchMode")):
+            found.append(node.id)
+        if isinstance(node, ast.Attribute) and node.attr.endswith(("FunctionMode", "DispatchMode")):
+            found.append(node.attr)
     return (
         [f"{where}: uses {', '.join(dict.fromkeys(found))}, which can change what an answer uses"]
         if found
@@ -1470,19 +1694,22 @@ def _rebinders(tree: ast.AST, where: str) -> list[str]:
 
 def _reachable(binding: _Binding) -> bool:
     """Whether an answer may reach what ``binding`` names, so that changing it in place changes
-    the answer: the learner's functions and classes, and the modules of the numerical libraries
-    an allow-list names (``plt.rcParams[...] = ...`` is not: an answer may not use matplotlib)."""
+    the answer: the learner's functions and classes, aliases, and the modules of the numerical
+    libraries and of Python (``plt.rcParams[...] = ...`` is not: matplotlib is not admitted)."""
     if binding.kind in ("def", "class", "alias"):
         return True
-    if binding.kind == "path":
-        return binding.path.split(".")[0] in LIBRARY_ROOTS | {"math", "builtins"}
+    if binding.kind in ("path", "module"):
+        from attnlib.checks.allowed import PURE_MODULES
+
+        root = binding.path.split(".")[0]
+        return root in LIBRARY_ROOTS | {"math", "builtins"} | {m.split(".")[0] for m in PURE_MODULES}
     return False
 
 
 def _mutations(tree: ast.AST, names: _NotebookNames, where: str) -> list[str]:
     """What a cell changes outside its own values: an attribute or item of an imported module,
-    of a function or class, of a name it never binds (``__builtins__``), or ``setattr``; in a
-    function's body, the same of a name that is not the function's own."""
+    of a function or class, or of a name it never binds (``__builtins__``); in a function's body,
+    the same of a name that is not the function's own."""
     found: list[str] = []
 
     def visit(node: ast.AST, scopes: list[_Scope]) -> None:
@@ -1492,19 +1719,20 @@ def _mutations(tree: ast.AST, names: _NotebookNames, where: str) -> list[str]:
             for child in body:
                 visit(child, [*scopes, scope])
             return
-        call = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
-        if call in ("setattr", "delattr"):
-            found.append(f"{where}: calls {call}()")
-        elif isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+        if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
             root = node
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
-            if isinstance(root, ast.Name) and not any(
-                root.id in s.names and root.id not in s.paths for s in scopes
-            ):
-                bindings = names.bindings(root.id) or []
-                if not bindings or any(_reachable(b) for b in bindings):
-                    found.append(f"{where}: sets {_text(node)} (an attribute or item of {root.id})")
+            if isinstance(root, ast.Name):
+                local = [s for s in scopes if root.id in s.names]
+                if local and not any(root.id in s.paths or root.id in s.aliases for s in local):
+                    pass
+                else:
+                    bindings = names.bindings(root.id) or []
+                    if local or not bindings or any(_reachable(b) for b in bindings):
+                        found.append(f"{where}: sets {_text(node)} (an attribute or item of {root.id})")
+            elif isinstance(node, ast.Attribute):
+                found.append(f"{where}: sets {_text(node)} (an attribute of a computed object)")
         for child in ast.iter_child_nodes(node):
             visit(child, scopes)
 
@@ -1522,41 +1750,60 @@ def notebook_names(cells) -> _NotebookNames:
 def audit_notebook(
     cells, answers: Iterable[int], policy, handed_out: Iterable[int] = (), names: _NotebookNames | None = None
 ) -> Audit:
-    """The allow-list rule on a notebook, as the grader reads it (no import of the learner's code).
+    """The capability rule on a notebook's cells, as the grader reads them (no import of the
+    learner's code). ``cells``: ``[(notebook index, source)]`` in the order they run (the cells
+    the grader runs for this exercise); ``answers``: the indices of the exercise's answer cells;
+    ``policy``: its :func:`attnlib.checks.allowed.policy`; ``handed_out``: cells that are the
+    handed-out notebook's own code, unchanged (trusted: only forbidden entries are looked for
+    in what the answer takes from them).
 
-    ``cells``: ``[(notebook index, source)]`` in the order they run; ``answers``: the indices
-    of the exercise's answer cells; ``policy``: its :func:`attnlib.checks.allowed.policy`;
-    ``handed_out``: cells that are the handed-out notebook's own code, unchanged.
-
-    Read: every statement of the answer cells; every ``def`` of the exercise's function in any
-    cell (a later cell that rebinds it is evaluated at the end); every learner function they
-    use, wherever it is defined. A name of the function bound by any other form, a star
-    import, a cell that changes a module's or a function's attributes, or a cell that cannot
-    be read (too deep: RecursionError) all go to review.
+    Judged by the rule: every statement of the answer cells; every binding of the exercise's
+    function in any cell (a ``def`` is read; any other binding is judged as the expression it
+    is); every learner function, class, constant and value they use, wherever it is bound; and
+    every top-level statement, in a cell that is not handed out, that names a mutable value the
+    answer reaches (``OPS.append(...)``). Every other cell is read for what could change an
+    answer's names in place (``np.exp = ...``, ``setattr``, ``sys.settrace``...). A star import,
+    a form the reading cannot follow, or a cell too deep to read goes to review.
     """
     auditor = _Auditor(policy)
     try:
         names = names if names is not None else notebook_names(cells)
     except (RecursionError, MemoryError) as exc:
-        return Audit((), (f"the notebook could not be read by the allow-list check ({type(exc).__name__})",))
+        return Audit(
+            (), (f"the notebook could not be read by the forbidden-call check ({type(exc).__name__})",)
+        )
+    skip = frozenset(int(i) for i in handed_out)
+    auditor.trusted = {f"cell {i}" for i in skip}
+    answers = [int(i) for i in answers]
     try:
         for binding in names.bindings(policy.function) or []:
+            if binding.where in auditor.trusted:
+                continue  # the handed-out stub
             if binding.kind == "def":
                 auditor.function(binding.node, [], names, binding.where)
+            elif binding.kind in ("value", "alias", "scalar", "class", "path", "module"):
+                auditor._binding(policy.function, binding, (), binding.where)
             else:
-                if binding.kind == "path":
-                    auditor.check_path(binding.path, binding.where)
                 why = binding.why or f"an {binding.kind}" if binding.kind != "const" else "a constant"
                 auditor.flag(
                     f"{binding.where}: {policy.function} is bound by {why}, not by a def the check can read"
                 )
         for index in answers:
-            tree = names.trees.get(int(index))
+            tree = names.trees.get(index)
             if tree is not None:
                 auditor.stmts(tree.body, [], names, f"cell {index}")
+        seen_values: set[str] = set()
+        judged: set[int] = set()
+        while len(seen_values) < len(auditor.values):
+            for value in [v for v in auditor.values if v not in seen_values]:
+                seen_values.add(value)
+                for index, stmt in names.mentions.get(value, []):
+                    if index in skip or index in answers or id(stmt) in judged:
+                        continue
+                    judged.add(id(stmt))
+                    auditor.top(stmt, names, f"cell {index}")
         for star in names.stars:
             auditor.flag(f"{star}: a star import makes names the check cannot resolve")
-        skip = frozenset(int(i) for i in handed_out)
         if names.mutations.get(skip) is None:
             names.mutations[skip] = [
                 why
@@ -1567,17 +1814,18 @@ def audit_notebook(
         for why in names.mutations[skip]:
             auditor.flag(why)
     except (RecursionError, MemoryError) as exc:
-        auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
+        auditor.flag(f"the answer could not be read by the forbidden-call check ({type(exc).__name__})")
     except Exception as exc:  # noqa: BLE001 - a construct the reading does not know: review, never marks
-        auditor.flag(f"the allow-list check could not read the answer ({type(exc).__name__})")
+        auditor.flag(f"the forbidden-call check could not read the answer ({type(exc).__name__})")
     return auditor.result()
+
+
+# ---------------------------------------------------------------------------- check()'s side
 
 
 class _RuntimeNames:
     """The bindings of a function's global (and closure) names, from their values (the learner's
     side: ``check()`` has the function, not the notebook)."""
-
-    _LIBRARY = LIBRARY_ROOTS | {"math", "builtins", "functools", "operator", "collections", "itertools"}
 
     def __init__(self, func: types.FunctionType, policy, index: dict[int, str]):
         self.globals = getattr(func, "__globals__", {})
@@ -1602,38 +1850,97 @@ class _RuntimeNames:
         return [_value_binding(value, self.where, self.policy, self.index)]
 
 
-def _value_binding(value: Any, where: str, policy, index: dict[int, str]) -> _Binding:
+def _module_names(module: str, policy, index) -> _RuntimeNames:
+    names = _RuntimeNames.__new__(_RuntimeNames)
+    names.globals = vars(sys.modules.get(module, types.ModuleType("?")))
+    names.closure, names.policy, names.index, names.where = {}, policy, index, module
+    return names
+
+
+_LIBRARY_MODULES = LIBRARY_ROOTS | {"math", "builtins", "functools", "operator", "collections", "itertools"}
+
+
+def _library_object(value: Any) -> bool:
+    module = getattr(value, "__module__", "") or ""
+    if not isinstance(module, str):
+        return False
+    if module.split(".")[0] in _LIBRARY_MODULES:
+        return True
+    filename = getattr(getattr(value, "__code__", None), "co_filename", "") or ""
+    return "site-packages" in filename or "dist-packages" in filename
+
+
+def _value_binding(value: Any, where: str, policy, index: dict[int, str], depth: int = 0) -> _Binding:
     if isinstance(value, types.ModuleType):
-        return _Binding("path", where, path=value.__name__)
+        return _Binding("module", where, path=value.__name__)
     if id(value) in index:
         return _Binding("path", where, path=index[id(value)])
-    if isinstance(value, (*_CONST_TYPES, numbers.Number)) or (
-        isinstance(value, tuple) and all(isinstance(v, _CONST_TYPES) for v in value)
-    ):
+    if isinstance(value, (*_CONST_TYPES, numbers.Number)) or _is_data(value):
         return _Binding("const", where)
+    if isinstance(value, tuple | list | set | frozenset | dict) and depth < 4:
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        if len(items) > 1000:
+            return _Binding("unreadable", where, why=f"a {type(value).__name__} too large to read")
+        flat = [x for item in items for x in (item if isinstance(value, dict) else (item,))]
+        inner = [_value_binding(v, where, policy, index, depth + 1) for v in flat]
+        return _Binding("values", where, node=inner)
+    if type(value).__name__ == "_lru_cache_wrapper" and isinstance(
+        getattr(value, "__wrapped__", None), types.FunctionType
+    ):
+        value = value.__wrapped__
     if isinstance(value, types.FunctionType | type):
-        module = getattr(value, "__module__", "") or ""
-        filename = getattr(getattr(value, "__code__", None), "co_filename", "") or ""
-        if module.split(".")[0] in _RuntimeNames._LIBRARY or "site-packages" in filename:
+        if _library_object(value):
+            module = getattr(value, "__module__", "") or ""
             return _Binding("path", where, path=f"{module}.{getattr(value, '__qualname__', '?')}")
         node = _definition(value)
         if node is None:
             return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (no source to read)")
         if isinstance(value, type):
-            names = _RuntimeNames.__new__(_RuntimeNames)
-            names.globals = vars(sys.modules.get(module, types.ModuleType("?")))
-            names.closure, names.policy, names.index, names.where = {}, policy, index, value.__qualname__
-            return _Binding("class", where, node=node, names=names)
+            return _Binding("class", where, node=node, names=_module_names(value.__module__, policy, index))
         inner = _unwrap(value)
         if inner is None:
             return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (a wrapper)")
         return _Binding("def", where, node=node, names=_RuntimeNames(inner, policy, index))
+    if type(value).__name__ == "partial" and depth < 4:
+        parts = [value.func, *value.args, *value.keywords.values()]
+        return _Binding(
+            "values", where, node=[_value_binding(v, where, policy, index, depth + 1) for v in parts]
+        )
+    cls = type(value)
+    if _library_object(cls):
+        return _Binding("const", where)  # an instance of a library class: its attributes are judged
+    fields = getattr(value, "__dict__", None)
+    if isinstance(fields, dict) and depth < 4:
+        inner = [_value_binding(cls, where, policy, index, depth + 1)]
+        inner += [_value_binding(v, where, policy, index, depth + 1) for v in fields.values()]
+        return _Binding("values", where, node=inner)
     return _Binding("unreadable", where, why=f"a {type(value).__name__} object")
+
+
+def _is_data(value: Any) -> bool:
+    """An array, a tensor, a dtype or a device: data, whatever it holds."""
+    module = type(value).__module__ or ""
+    return (
+        module.split(".")[0] in ("numpy", "torch")
+        and type(value).__name__
+        in (
+            "ndarray",
+            "Tensor",
+            "Parameter",
+            "dtype",
+            "device",
+            "finfo",
+            "iinfo",
+            "Size",
+            "Generator",
+        )
+        or isinstance(value, numbers.Number)
+    )
 
 
 def _unwrap(func: types.FunctionType) -> types.FunctionType | None:
     """The function a decorator wrapped (``__wrapped__``, as functools.wraps sets it), or ``func``.
-    The decorator itself is judged from the source (:meth:`_Auditor.decorator`)."""
+    The decorator itself is judged from the source (:meth:`_Auditor.function`)."""
     if not hasattr(func, "__wrapped__"):
         return func
     # only torch's context decorators (@torch.no_grad()): any other __wrapped__ may point anywhere
@@ -1646,12 +1953,37 @@ def _unwrap(func: types.FunctionType) -> types.FunctionType | None:
     return inner if isinstance(inner, types.FunctionType) else None
 
 
+def _class_source(cls: type) -> ast.AST | None:
+    """A learner's class from the cells Python keeps (a class defined in a notebook has no file):
+    the last ``class Name`` among the files of its methods, or else among every cell cached."""
+    import linecache
+
+    files = []
+    for member in vars(cls).values():
+        code = getattr(getattr(member, "__func__", member), "__code__", None)
+        if code is not None and not code.co_filename.startswith("<string>"):
+            files.append(code.co_filename)
+    files = list(dict.fromkeys(files)) or [
+        f for f in list(linecache.cache) if f.startswith("<") or "ipykernel" in f
+    ]
+    found = None
+    for filename in files:
+        lines = linecache.getlines(filename)
+        tree = _parse("".join(lines)) if lines else None
+        if tree is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+                found = node
+    return found
+
+
 def _definition(obj: Any) -> ast.AST | None:
     """The syntax tree of a learner's function (its ``def`` or ``lambda``) or class, from its source."""
     try:
         source = textwrap.dedent(inspect.getsource(obj))
     except (OSError, TypeError):
-        return None
+        return _class_source(obj) if isinstance(obj, type) else None
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -1659,6 +1991,8 @@ def _definition(obj: Any) -> ast.AST | None:
         if tree is None:
             return None
     for node in ast.walk(tree):
+        if isinstance(obj, type) and not isinstance(node, ast.ClassDef):
+            continue
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             return node
         if isinstance(node, ast.Lambda):
@@ -1666,20 +2000,51 @@ def _definition(obj: Any) -> ast.AST | None:
     return None
 
 
+_PUBLIC_INDEX: dict[int, str] = {}
+_INDEXED = (
+    "numpy numpy.linalg numpy.random numpy.fft torch torch.nn torch.nn.functional torch.nn.init "
+    "torch.linalg torch.fft torch.special torch.optim torch.distributions math cmath itertools "
+    "functools operator collections dataclasses typing heapq bisect statistics copy random".split()
+)
+
+
+def _public_index() -> dict[int, str]:
+    """``{id(object): path}`` of the public names of the admitted modules imported here (check()'s
+    side resolves a global's value to the path the grader would read, ``exp`` -> ``numpy.exp``)."""
+    if not _PUBLIC_INDEX:
+        for module_name in _INDEXED:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            for name, member in list(vars(module).items()):
+                if name.startswith("_") or isinstance(member, _CONST_TYPES):
+                    continue
+                _PUBLIC_INDEX.setdefault(id(member), f"{module_name}.{name}")
+    return _PUBLIC_INDEX
+
+
 def _object_index(policy) -> dict[int, str]:
-    """``{id(object): path}`` of the allowed and forbidden paths that are imported here."""
+    """``{id(object): path}`` of the forbidden and added paths imported here, then the public
+    names of the admitted modules."""
     index: dict[int, str] = {}
     forbid = _Forbid(policy.forbidden)
-    for path in sorted(policy.paths) + forbid.paths:
+    for path in forbid.paths + sorted(policy.paths):
         obj = _lookup(path)
         if obj is not None and not isinstance(obj, _CONST_TYPES):
             index.setdefault(id(obj), path)
+    for key, path in _public_index().items():
+        index.setdefault(key, path)
     return index
 
 
 def audit_function(func: Callable, policy) -> Audit:
-    """The allow-list rule on a function object (``check()``'s side): the function must be a plain
-    function whose source can be read; its global and closure names are judged by their values."""
+    """The capability rule on a function object (``check()``'s side): the function must be a plain
+    function (or an ``lru_cache`` of one) whose source can be read; its global and closure
+    names are judged by their values."""
+    if type(func).__name__ == "_lru_cache_wrapper" and isinstance(
+        getattr(func, "__wrapped__", None), types.FunctionType
+    ):
+        func = func.__wrapped__
     if not isinstance(func, types.FunctionType):
         return Audit((), (f"the answer is a {type(func).__name__}, not a function written with def",))
     func = _unwrap(func)
@@ -1693,7 +2058,7 @@ def audit_function(func: Callable, policy) -> Audit:
     try:
         auditor.function(node, [], names, getattr(func, "__qualname__", "the answer"))
     except (RecursionError, MemoryError) as exc:
-        auditor.flag(f"the answer could not be read by the allow-list check ({type(exc).__name__})")
+        auditor.flag(f"the answer could not be read by the forbidden-call check ({type(exc).__name__})")
     except Exception as exc:  # noqa: BLE001 - as audit_notebook
-        auditor.flag(f"the allow-list check could not read the answer ({type(exc).__name__})")
+        auditor.flag(f"the forbidden-call check could not read the answer ({type(exc).__name__})")
     return auditor.result()

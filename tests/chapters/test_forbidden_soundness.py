@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from attnlib.checks import get_exercise
-from attnlib.checks.allowed import BASE_PATHS, EXTRA, policy
+from attnlib.checks.allowed import EXTRA, policy
 from attnlib.checks.forbidden import Audit, _Forbid, _lookup, audit_function
 from attnlib.checks.judge import allow_list, forbidden_calls
 from attnlib.checks.public_paths import PUBLIC_PATHS, build
@@ -377,6 +377,88 @@ kind(
     Payload("", LSE, "def log_sum_exp(x):\n    return torch.special.logit(torch.as_tensor(x)).numpy()\n"),
 )
 
+# 7. Issue 43, item 2: routes that change what an allowed name does, written in the answer's
+# own code (what the grader runs for the exercise), each a capability the rule refuses
+kind(
+    "patch the runtime",
+    sm(
+        "    from unittest import mock\n    with mock.patch.object(np, 'exp', lambda t: t):\n"
+        "        e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    import functools, types\n    ns = types.SimpleNamespace(exp=np.log)\n"
+        "    functools.update_wrapper(np, ns, assigned=('exp',), updated=())\n"
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    b = print.__self__\n    b.setattr(np, 'exp', np.log)\n"
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    import sys\n    def tracer(frame, event, arg):\n        frame.f_locals['x'] = x * 0\n        return tracer\n"
+        "    sys.settrace(tracer)\n    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    from torch.overrides import TorchFunctionMode\n    class M(TorchFunctionMode):\n"
+        "        def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+        "            return func(*args, **(kwargs or {}))\n    with M():\n"
+        "        t = torch.as_tensor(x)\n        e = torch.exp(t - t.amax(-1, keepdim=True))\n"
+        "        return (e / e.sum(-1, keepdim=True)).numpy()\n"
+    ),
+    sm(
+        "    lib = torch.library.Library('aten', 'IMPL')\n    lib.impl('exp', lambda t: t, 'CPU')\n"
+        "    t = torch.as_tensor(x)\n    e = torch.exp(t - t.amax(-1, keepdim=True))\n"
+        "    return (e / e.sum(-1, keepdim=True)).numpy()\n"
+    ),
+    sm(
+        "    get_ipython()._ns['np'] = torch\n"
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    def honest(t):\n        return t\n    honest.__code__ = (lambda t: torch.softmax(torch.as_tensor(t), -1).numpy()).__code__\n"
+        "    return honest(x)\n"
+    ),
+    sm(
+        "    import os\n    if os.environ.get('GRADER'):\n        np.exp = np.log\n"
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    m = np\n    m.exp = np.log\n"
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    t = torch.as_tensor(x)\n    type(t).exp = lambda self: self\n"
+        "    e = (t - t.amax(-1, keepdim=True)).exp()\n    return (e / e.sum(-1, keepdim=True)).numpy()\n"
+    ),
+    sm(
+        "    from torch.utils._python_dispatch import TorchDispatchMode\n    with TorchDispatchMode():\n"
+        "        e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    import gc\n    for o in gc.get_objects():\n        pass\n"
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    import pickle\n    f = pickle.loads(pickle.dumps(np.exp))\n"
+        "    e = f(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+    ),
+    sm(
+        "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n",
+        before=["np.exp = np.log"],
+        function=False,
+    ),
+    sm(
+        "    return STEP(x)\n",
+        before=[
+            "TABLE = {}",
+            "TABLE['f'] = lambda x: torch.softmax(torch.as_tensor(x), -1).numpy()",
+            "STEP = TABLE['f']",
+        ],
+        function=False,
+        expect="forbidden",
+    ),
+)
+
 
 def _notebook(assignment, payload: Payload):
     nb = nbformat.read(assignment.path, as_version=4)
@@ -434,7 +516,7 @@ def _id(payload: Payload) -> str:
 
 def test_the_bank_has_several_payloads_of_every_kind():
     counts = {k: sum(p.kind == k for p in BANK) for k in dict.fromkeys(p.kind for p in BANK)}
-    assert len(counts) == 6 and min(counts.values()) >= 7, counts
+    assert len(counts) == 7 and min(counts.values()) >= 7, counts
 
 
 @pytest.mark.parametrize("payload", BANK, ids=_id)
@@ -603,13 +685,13 @@ def test_no_allowed_path_is_a_forbidden_object():
                 assert forbid.path(path), (ex_id, path)
 
 
-def test_every_allowed_path_exists():
-    """A name on the allow-list that torch, NumPy or attnlib does not have is a typo."""
+def test_every_added_path_exists():
+    """A course-library path an exercise adds (EXTRA) that attnlib does not have is a typo."""
     import attnlib.chapters.seq2seq  # noqa: F401
     import attnlib.chapters.tiny_lm  # noqa: F401
     import attnlib.chapters.vocab  # noqa: F401
 
-    paths = set(BASE_PATHS) | set(itertools.chain.from_iterable(e.paths for e in EXTRA.values()))
+    paths = set(itertools.chain.from_iterable(e.paths for e in EXTRA.values()))
     missing = sorted(p for p in paths if not _exists(p))
     assert missing == [], missing
 
