@@ -19,9 +19,10 @@ itself, as each share has its node on a cluster:
    that the merged ``grades.csv`` and feedback are its own, byte for byte.
 
 For each process: the wall time, and the peak memory of its whole process tree (the grader,
-its zygotes, notebook readers and sandboxed runs: the resident set sizes summed, sampled
-every 50 ms, so a peak shorter than that can be missed). With a class smaller than
-``--target`` (2,000) the JSON also extrapolates the target's times from a fit
+its zygotes, notebook readers and sandboxed runs: their proportional set sizes summed, so
+pages they share count once; sampled every 100 ms, so a peak shorter than that can be
+missed). With a class smaller than ``--target`` (2,000) the JSON also extrapolates the
+target's times from a fit
 ``seconds = start + per_submission * n`` through the shards and the baseline (two sizes);
 it says so (``"extrapolated"``), it is not a measurement. Other jobs may share the
 machine: the load average before and after is recorded. Output:
@@ -74,9 +75,10 @@ def write_class(folder: Path, n: int) -> list[str]:
     return keys
 
 
-def measured(argv: list[str], every: float = 0.05) -> dict:
+def measured(argv: list[str], every: float = 0.1) -> dict:
     """Run ``argv`` from the repository's root; its wall time and the peak of its process
-    tree's summed resident memory."""
+    tree's summed proportional memory (PSS: a page shared by n processes counts 1/n in each,
+    so the zygotes' copy-on-write pages are not counted once per process)."""
     peak = 0
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -93,7 +95,7 @@ def measured(argv: list[str], every: float = 0.05) -> dict:
             try:
                 for p in [root, *root.children(recursive=True)]:
                     try:
-                        total += p.memory_info().rss
+                        total += p.memory_full_info().pss  # shared pages counted once
                     except psutil.Error:
                         pass
             except psutil.Error:
@@ -109,7 +111,7 @@ def measured(argv: list[str], every: float = 0.05) -> dict:
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{output[-3000:]}")
-    return {"seconds": round(seconds, 2), "peak_mb": round(peak / 2**20, 1)}
+    return {"seconds": round(seconds, 2), "peak_mb": round(peak / 2**20, 1), "output": output[-1000:]}
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -177,12 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
         run = [*grade, STEM, str(download), "--out", str(folder), "--shard", f"{k}/{args.shards}"]
         got = measured([*run, "--jobs", str(args.jobs), "--quiet"])
+        output = got.pop("output")
         got["submissions"] = sum(share_of(key, args.shards) == k for key in keys)
+        graded = len(list(folder.glob("*/record.json")))
+        if graded != got["submissions"]:  # a submission the grader failed on has no record
+            raise SystemExit(f"share {k}/{args.shards} recorded {graded} of {got['submissions']}:\n{output}")
         shards.append(got)
         print(f"share {k}/{args.shards}: {got}", flush=True)
     merged = work / "merged"
     shutil.rmtree(merged, ignore_errors=True)
     merge = measured([*grade, "merge", *map(str, folders), "--out", str(merged), "--quiet"])
+    merge.pop("output")
     print(f"merge: {merge}", flush=True)
 
     baseline = None
@@ -193,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline = measured(
             [*grade, STEM, str(download), "--out", str(single), "--jobs", str(args.jobs), "--quiet"]
         )
+        baseline.pop("output")
         baseline["submissions"] = args.n
         print(f"one machine: {baseline}", flush=True)
         # the staged paths differ (SINGLE/submissions vs MERGED/submissions): compare what does not name them
@@ -218,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "n": args.n,
         "jobs": args.jobs,
         "how": "each share, the merge and the baseline run one after the other, each a command-line process "
-        "with the machine to itself; peak_mb: the summed RSS of its process tree, sampled every 50 ms",
+        "with the machine to itself; peak_mb: the summed PSS of its process tree, sampled every 100 ms",
         "shards": shards,
         "merge": merge,
         "baseline": baseline,
@@ -228,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         "fit": {"start_s": round(start, 2), "per_submission_s": round(per, 4), "through": points},
         "extrapolated": {
             "n": args.target,
-            "what": f"not measured: the fit above at {share_target:g} submissions per share, and the merge "
-            f"scaled linearly from n = {args.n}",
+            "what": f"not measured: the fit above at {share_target:g} submissions per share; the merge "
+            f"scaled in proportion from n = {args.n}, its start-up included (an upper bound)",
             "shard_s": round(start + per * share_target, 1),
             "merge_s": round(merge["seconds"] * args.target / args.n, 1),
             "one_machine_s": round(start + per * args.target, 1),

@@ -184,12 +184,12 @@ def _check_set(shares: list[_Share]) -> None:
         )
 
 
-def _tree(path: Path) -> dict[str, bytes] | None:
-    """``{relative path: bytes}`` of a file or folder (None: absent)."""
+def _tree(path: Path) -> dict[str, str] | None:
+    """``{relative path: sha256 of its bytes}`` of a file or folder (None: absent)."""
     if path.is_symlink():
         raise MergeError(f"{path} is a symbolic link: a share folder's files are plain files")
     if path.is_file():
-        return {"": path.read_bytes()}
+        return {"": hashlib.sha256(path.read_bytes()).hexdigest()}
     if not path.is_dir():
         return None
     files = {}
@@ -197,7 +197,7 @@ def _tree(path: Path) -> dict[str, bytes] | None:
         if item.is_symlink():
             raise MergeError(f"{item} is a symbolic link: a share folder's files are plain files")
         if item.is_file():
-            files[item.relative_to(path).as_posix()] = item.read_bytes()
+            files[item.relative_to(path).as_posix()] = hashlib.sha256(item.read_bytes()).hexdigest()
     return files
 
 
