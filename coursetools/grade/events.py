@@ -50,6 +50,7 @@ class EventKind(_Word):
     DONE = "done"
     FATAL = "fatal"
     FLOOD = "flood"
+    ALTERED = "altered"  # an exercise's process changed what its answer reaches (snapshot): held
 
 
 class StepKind(_Word):
@@ -114,8 +115,10 @@ class Request(_Word):
 
     CELL = "cell"  # run cell ``cell``; the reply may hold an ``error``
     LOOKUP = "lookup"  # look up exercise ``ex``'s function; the reply holds a LookupState
-    CASE = "case"  # call it on case ``case``; the reply holds a CaseKind the learner may send
+    CASE = "case"  # call it on case ``case`` (after the snapshot's check: ``altered``); a CaseKind
     FLUSH = "flush"  # flush stdout and stderr
+    SNAPSHOT = "snapshot"  # record what the answer may reach (after the handed-out cells)
+    GUARD = "guard"  # compare with the snapshot (after the last case); the reply holds ``altered``
 
 
 ETYPE_CHARS = 80  # an exception's type name, as the harness sends it and the grader reads it
@@ -199,6 +202,14 @@ def case_outcome(
         message["defined"] = defined
     message["seconds"] = seconds
     return message
+
+
+def altered(ex: str, case: str, when: str, reasons: Any) -> dict:
+    """Exercise ``ex``'s process changed what its answer reaches (its snapshot,
+    :mod:`coursetools.grade.snapshot`), found ``when`` (``before``/``after``) case ``case``:
+    the exercise is held for review, never scored."""
+    kept = [str(r)[:TEXT_CHARS] for r in reasons[:5]] if isinstance(reasons, list) else ["a change"]
+    return {"t": EventKind.ALTERED, "ex": ex, "case": case, "when": when, "reasons": kept}
 
 
 def done(forged: int) -> dict:
@@ -301,6 +312,17 @@ class RunPlan:
     skip_cells: list[int] = field(default_factory=list)
     skip_cases: list[tuple[str, str]] = field(default_factory=list)
     inputs: str = ""  # the cases' inputs, made by the grader (coursetools.grade.inputs.ship)
+    # per exercise, what its own process runs (coursetools.grade.selection): {"handed_out":
+    # [[index, source], ...], "learner": [[index, source], ...]}; an exercise missing here runs
+    # every cell of ``cells`` as learner code (a plan written before issue 43)
+    selected: dict[str, dict[str, list[list]]] = field(default_factory=dict)
+
+    def units(self, ex_id: str) -> tuple[list[list], list[list]]:
+        """Exercise ``ex_id``'s handed-out cells and learner units, in the order they run."""
+        chosen = self.selected.get(ex_id)
+        if chosen is None:
+            return [], [list(c) for c in self.cells]
+        return [list(c) for c in chosen.get("handed_out", [])], [list(c) for c in chosen.get("learner", [])]
 
     def to_wire(self) -> dict:
         return {
@@ -311,6 +333,7 @@ class RunPlan:
             "skip_cells": list(self.skip_cells),
             "skip_cases": [list(k) for k in self.skip_cases],
             "inputs": self.inputs,
+            "selected": self.selected,
         }
 
     @classmethod
@@ -327,6 +350,13 @@ class RunPlan:
             skip_cells=[int(index) for index in data.get("skip_cells") or ()],
             skip_cases=[(str(ex), str(case)) for ex, case in data.get("skip_cases") or ()],
             inputs=str(data.get("inputs") or ""),
+            selected={
+                str(ex): {
+                    str(part): [[int(index), str(source)] for index, source in units]
+                    for part, units in (chosen or {}).items()
+                }
+                for ex, chosen in (data.get("selected") or {}).items()
+            },
         )
 
 
@@ -334,10 +364,11 @@ class Transcript:
     """The order in which the harness sends its events; an event that does not fit was not sent by it.
 
     The harness sends ``hello`` (or ``fatal``) first, before any learner code runs;
-    then, for each cell of the plan in order, ``step`` (cell), at most one
+    then, for each exercise in the plan's order (each in its own process, issue 43), for
+    each cell it runs (:meth:`RunPlan.units`), ``step`` (cell), at most one
     ``cell-error`` and ``cell-done``; for each case it evaluates, ``step`` (case)
-    and one ``case``; ``done`` last (or ``flood``, when the learner's
-    process floods its socket). Since issue 24 every event is written
+    and one ``case``, with ``altered`` when the snapshot found a change; ``done`` last
+    (or ``flood``, when the learner's process floods its socket). Since issue 24 every event is written
     by the sandbox's trusted parent, never by the learner's process (which has
     no access to the channel); this check stays as a second line: an event out
     of order is refused and the submission flagged for review.
@@ -345,7 +376,11 @@ class Transcript:
 
     def __init__(self, plan: RunPlan):
         skipped = set(plan.skip_cells)
-        self._cells = [int(index) for index, _ in plan.cells if index not in skipped]
+        order: list[int] = []
+        for ex_id in plan.exercises:
+            handed, learner = plan.units(ex_id)
+            order += [int(index) for index, _ in [*handed, *learner]]
+        self._cells = [index for index in order if index not in skipped]
         self._exercises = set(plan.exercises)
         self._count = 0
         self._position = 0  # cells of the plan already started
@@ -395,6 +430,8 @@ class Transcript:
             return True
         if kind is EventKind.DONE:
             return step is None
+        if kind is EventKind.ALTERED:  # before a case's outcome, or after the last case
+            return data.get("ex") in self._exercises
         if kind is EventKind.FLOOD:  # the trusted parent stops a learner that floods its socket (a thread
             return True  # of the learner may do it between steps, while a function is looked up)
         return False

@@ -1,16 +1,21 @@
 """The program that runs inside a submission's sandbox: a trusted parent and a learner child.
 
-The parent (:func:`run`) reads its plan (the learner's code cells, where to
-evaluate each exercise, the sandbox settings) as JSON into its types
+The parent (:func:`run`) reads its plan (the learner's code cells, what runs for each
+exercise, the sandbox settings) as JSON into its types
 (:class:`~coursetools.grade.events.RunPlan`,
-:class:`~coursetools.grade.sandbox_shared.SandboxConfig`), builds the sandbox (see
-:mod:`coursetools.grade.sandbox_parent`), and forks the learner's process, which
-confines itself further (:mod:`coursetools.grade.sandbox_child`) and executes the cells one by one in a fresh
-namespace, on the parent's request. Right after each exercise's answer cell
-(where the notebook's check cell stood) the parent asks it to call
-:func:`attnlib.checks.run_case` on the learner's function for every case,
-hidden ones included, and sends each output (or the error's type and first
-line) to the grader as one JSON line on the event pipe (issue 24).
+:class:`~coursetools.grade.sandbox_shared.SandboxConfig`) and builds the sandbox (see
+:mod:`coursetools.grade.sandbox_parent`). Then, for each exercise in turn (issue 43), it
+forks a fresh learner's process, which confines itself further
+(:mod:`coursetools.grade.sandbox_child`) and, on the parent's requests, runs the
+exercise's handed-out cells, records a snapshot (:mod:`coursetools.grade.snapshot`),
+runs the learner's statements the answer needs and the answer cell
+(:mod:`coursetools.grade.selection`), and calls :func:`attnlib.checks.run_case` on the
+learner's function for every case, hidden ones included, comparing with the snapshot
+before each case and after the last. The parent sends each output (or the error's type
+and first line), and any change the snapshot found, to the grader as one JSON line on
+the event pipe (issue 24), then kills that process and everything it started before the
+next exercise: no learner state crosses exercises, and no other learner cell runs
+beside an answer.
 
 Nothing is judged here: the grader's own process compares the outputs with the
 reference, so whatever the learner's code patches in its process (NumPy,
@@ -41,6 +46,9 @@ from coursetools.grade.events import CaseKind, LookupState, Phase, Request, RunP
 from coursetools.grade.sandbox_child import confine
 from coursetools.grade.sandbox_parent import enter, set_dumpable
 from coursetools.grade.sandbox_shared import IsolationReport, SandboxConfig, set_pdeathsig
+
+_getframe = sys._getframe  # bound before learner code: the magics' stand-ins find their caller
+PR_SET_CHILD_SUBREAPER = 36  # orphans of an exercise's process come to the trusted parent
 
 
 def _first_line(exc: BaseException, limit: int = 300) -> str:
@@ -111,29 +119,32 @@ class _TimeitResult:
         return f"<TimeitResult : {self.average:.3g} s per loop ({self.repeat} runs, {self.loops} loop each)>"
 
 
+def _timed(code: str, want_value: bool, ns: dict):
+    start = time.perf_counter()
+    try:
+        value = eval(compile(code, "<magic>", "eval"), ns) if want_value else None  # noqa: S307
+    except SyntaxError:
+        exec(compile(code, "<magic>", "exec"), ns)  # noqa: S102
+        value = None
+    return value, time.perf_counter() - start
+
+
 class _IPythonStandIn:
     """``get_ipython()`` for cells that IPython's transformer rewrote (see submission._strip_magics).
 
     ``%time``/``%%time``/``%timeit``/``%%timeit``/``%%capture`` run their code once (a
-    timing is never part of a grade); every other magic does nothing; shell commands
-    (``!cmd``, ``x = !cmd``) run nothing, and ``x = !cmd`` gives an empty list.
+    timing is never part of a grade), in the globals of the code that called them; every
+    other magic does nothing; shell commands (``!cmd``, ``x = !cmd``) run nothing, and
+    ``x = !cmd`` gives an empty list. It holds nothing (issue 43): no attribute reaches the
+    notebook's namespace, so ``get_ipython()`` cannot swap what an answer's names mean.
     """
 
-    def __init__(self, ns: dict):
-        self._ns = ns
-
-    def _timed(self, code: str, want_value: bool):
-        start = time.perf_counter()
-        try:
-            value = eval(compile(code, "<magic>", "eval"), self._ns) if want_value else None  # noqa: S307
-        except SyntaxError:
-            exec(compile(code, "<magic>", "exec"), self._ns)  # noqa: S102
-            value = None
-        return value, time.perf_counter() - start
+    __slots__ = ()
 
     def run_line_magic(self, name: str, line: str):
+        ns = _getframe(1).f_globals
         if name == "time":
-            return self._timed(line, True)[0]
+            return _timed(line, True, ns)[0]
         if name == "timeit":
             words = line.split()
             keep_o = "-o" in words
@@ -146,13 +157,13 @@ class _IPythonStandIn:
                     skip = True
                 elif not (word.startswith("-") and not code_words):
                     code_words.append(word)
-            _, seconds = self._timed(line[line.find(code_words[0]) :] if code_words else "None", False)
+            _, seconds = _timed(line[line.find(code_words[0]) :] if code_words else "None", False, ns)
             return _TimeitResult(1, [seconds]) if keep_o else None
         return None
 
     def run_cell_magic(self, name: str, line: str, cell: str):
         if name in ("time", "timeit", "capture"):
-            exec(compile(cell, "<magic>", "exec"), self._ns)  # noqa: S102
+            exec(compile(cell, "<magic>", "exec"), _getframe(1).f_globals)  # noqa: S102
         return None
 
     def system(self, cmd: str) -> None:
@@ -162,6 +173,8 @@ class _IPythonStandIn:
         return []
 
     def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)  # no protocol (copy, pickle, vars) finds anything here
         return lambda *args, **kwargs: None
 
 
@@ -221,6 +234,7 @@ def run(wire: dict) -> None:
         import attnlib.checks as checks_pkg
         from attnlib.checks import core
         from coursetools.grade.inputs import unship
+        from coursetools.grade.snapshot import take as take_snapshot
         from coursetools.grade.wire import check_line, encode
     except Exception as exc:  # noqa: BLE001 - report and stop
         channel.send(events.fatal(f"harness imports failed: {type(exc).__name__}: {exc}"))
@@ -242,27 +256,57 @@ def run(wire: dict) -> None:
     exercises = {ex_id: _Snapshot(function, cases) for ex_id, (function, cases) in shipped.items()}
     core.check = lambda *args, **kwargs: None  # check cells left in place cost nothing
     checks_pkg.check = core.check
-    cells = {index: source for index, source in plan.cells}
+    import gc
+
+    gc.collect()
+    gc.freeze()  # what is loaded now is never traversed again: each fork starts cheaper
 
     try:
         set_dumpable(False)  # not traceable, nor readable through /proc, by the learner's uid
     except (OSError, AttributeError):
         pass
-    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    learner = os.fork()
-    if learner == 0:
-        try:
-            parent_end.close()
-            os.close(channel.fd)
-            del channel
-            confine(settings, isolation)
-        except BaseException:  # noqa: BLE001 - the parent sees the socket close before "ready"
-            os._exit(3)
-        _learner(child_end.detach(), isolation, cells, exercises, core.run_case, core.NotAttempted, encode)
-        os._exit(0)
-    child_end.close()
-    _ignore_signals()
-    _supervise(plan, channel, parent_end.detach(), learner, exercises, check_line)
+    _set_subreaper()
+    handlers = _ignore_signals()
+
+    def spawn(ex_id: str) -> tuple[int, int]:
+        """Fork exercise ``ex_id``'s process (confined, holding only that exercise's cases and
+        cells); return its pid and the parent's end of their socketpair."""
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        learner = os.fork()
+        if learner == 0:
+            try:
+                _restore_signals(handlers)
+                os.setpgid(0, 0)  # its own group: the parent kills the group after the exercise
+                parent_end.close()
+                os.close(channel.fd)
+                channel._token = ""  # this copy of the parent's memory forgets the run's secret
+                for other in [e for e in exercises if e != ex_id]:
+                    del exercises[other]  # nor the other exercises' cases (hidden ones included)
+                shipped.clear()
+                handed, learner_units = plan.units(ex_id)
+                plan.cells, plan.selected = [], {}
+                confine(settings, isolation)
+            except BaseException:  # noqa: BLE001 - the parent sees the socket close before "ready"
+                os._exit(3)
+            _learner(
+                child_end.detach(),
+                isolation,
+                {int(i): src for i, src in [*handed, *learner_units]},
+                exercises,
+                core.run_case,
+                core.NotAttempted,
+                encode,
+                take_snapshot,
+            )
+            os._exit(0)
+        child_end.close()
+        return learner, parent_end.detach()
+
+    home = os.getcwd()  # the learner's working folder (in a namespace mode: the private home)
+    private_shm = isolation.mode in ("namespaces", "userns")
+    supervisor = _Supervisor(plan, channel, spawn, exercises, check_line)
+    supervisor.clean = lambda: _clear_writable(home, private_shm)
+    supervisor.run()
 
 
 # what the trusted parent keeps: SIGCHLD (it waits for the learner's process), the faults of its
@@ -280,20 +324,112 @@ _KEPT_SIGNALS = {
 }
 
 
-def _ignore_signals() -> None:
+def _ignore_signals() -> dict:
     """The trusted parent ignores every signal it can (issue 34): in ``userns`` mode the learner's
     process has the same uid and could end it with ``kill(getppid(), SIGINT)``, SIGTERM, SIGHUP,
-    SIGUSR1 ...; a Ctrl-C in the instructor's terminal is the grader's to handle. Set after the
-    fork, in the parent only: the learner's process keeps the default handlers."""
+    SIGUSR1 ...; a Ctrl-C in the instructor's terminal is the grader's to handle. Returns the
+    handlers it replaced: each exercise's process restores them (:func:`_restore_signals`), so
+    the learner's process keeps the default handlers."""
     import signal
 
+    replaced = {}
     for sig in signal.Signals:
         if sig.name in _KEPT_SIGNALS:
             continue
         try:
-            signal.signal(sig, signal.SIG_IGN)
+            replaced[sig] = signal.signal(sig, signal.SIG_IGN)
         except (OSError, ValueError, RuntimeError):
             pass  # not catchable here
+    return replaced
+
+
+def _restore_signals(handlers: dict) -> None:
+    """In an exercise's process: the handlers the trusted parent replaced (:func:`_ignore_signals`)."""
+    import signal
+
+    for sig, handler in handlers.items():
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError, TypeError):
+            pass
+
+
+def _set_subreaper() -> None:
+    """Orphans of an exercise's process (a daemon it started) become the trusted parent's children,
+    so that they are killed with it (outside a PID namespace, where ``kill(-1)`` does it)."""
+    try:
+        from coursetools.grade.sandbox_shared import load_libc
+
+        load_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:  # noqa: BLE001, S110 - not Linux: the process group is killed instead
+        pass
+
+
+def _children() -> list[int]:
+    """The trusted parent's children, from /proc (the exercise's process and the orphans it left)."""
+    me, found = os.getpid(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _clear_writable(home: str, private_shm: bool) -> None:
+    """Empty what an exercise's process could write (its home folder, which is also ``/tmp`` in a
+    namespace mode, and there the private ``/dev/shm``) before the next exercise: no file a
+    process left (a hidden case's inputs, say) reaches the next one. Links are removed, never
+    followed."""
+    import shutil
+
+    for folder in (home, "/dev/shm") if private_shm else (home,):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _kill_learner(pid: int) -> None:
+    """Kill exercise process ``pid``, its group and everything it started; reap them all."""
+    targets = [-pid, pid]
+    if os.getpid() == 1:
+        targets.append(-1)  # PID 1 of the namespace: every other process in it
+    for _ in range(3):
+        for target in targets:
+            try:
+                os.kill(target, 9)
+            except OSError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        while True:
+            try:
+                reaped, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if reaped == 0:
+                break
+        targets = [p for p in _children() if p != pid]
+        if not targets:
+            return
 
 
 class _LearnerGone(Exception):
@@ -301,10 +437,23 @@ class _LearnerGone(Exception):
 
 
 def _learner(
-    fd: int, confined: IsolationReport, cells: dict, exercises: dict, run_case, not_attempted, encode
+    fd: int,
+    confined: IsolationReport,
+    cells: dict,
+    exercises: dict,
+    run_case,
+    not_attempted,
+    encode,
+    take_snapshot=None,
 ) -> None:
-    """The learner's process: answer the trusted parent's requests, one at a time; its first
+    """One exercise's process: answer the trusted parent's requests, one at a time; its first
     line is ``confined``, the isolation report it completed before any learner code.
+
+    ``cells``: the units it may run (``{cell index: source}``: the handed-out cells and the
+    learner's selected statements); ``exercises``: this exercise's cases only. On the
+    ``snapshot`` request (after the handed-out cells, before any learner statement) it
+    records what the answer may reach (``take_snapshot``, :func:`coursetools.grade.snapshot.take`);
+    before each case and on ``guard`` it compares and reports any change (``altered``).
 
     Learner code runs here and can change anything in this process, this loop
     included; it cannot reach the grader's channel (closed before the first cell)
@@ -313,9 +462,19 @@ def _learner(
     read, write, loads, dumps = os.read, os.write, json.loads, json.dumps
     monotonic = time.monotonic
     ns: dict = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
-    shell = _IPythonStandIn(ns)
+    shell = _IPythonStandIn()
     ns["get_ipython"] = lambda: shell
     current: dict[str, object] = {}
+    guard: list = []  # the snapshot's check, once taken
+
+    def altered() -> list:
+        if not guard:
+            return []
+        try:
+            return list(guard[0]())
+        except BaseException as exc:  # noqa: BLE001 - a check that fails is a change too
+            return [f"made the snapshot's check fail ({type(exc).__name__})"]
+
     buffer = bytearray()
 
     def reply(message: dict) -> None:
@@ -372,12 +531,21 @@ def _learner(
                     int(getattr(func_code, "co_firstlineno", 0)),
                 ]
             reply({"n": nonce, "state": state, "id": id(func), "where": where})
+        elif op == Request.SNAPSHOT:
+            if take_snapshot is not None and not guard:
+                guard.append(take_snapshot(ns))
+            reply({"n": nonce})
+        elif op == Request.GUARD:
+            reply({"n": nonce, "altered": altered()})
         elif op == Request.CASE:
             exercise = exercises[req["ex"]]
             func = current.get(req["ex"])
             case = next(c for c in exercise.cases if c.name == req["case"])
+            changed = altered()
             start = monotonic()
             answer = {"n": nonce}
+            if changed:
+                answer["altered"] = changed
             try:
                 out = run_case(func, case)
                 try:
@@ -400,32 +568,32 @@ def _learner(
 
 
 class _Supervisor:
-    """The trusted parent of one run: it asks the learner's process for each step of ``plan``
-    and writes every event to the grader's ``channel``.
+    """The trusted parent of one run: for each exercise of ``plan`` it starts a fresh learner's
+    process (``spawn``, which returns its pid and this end of their private line), asks it for
+    each step, writes every event to the grader's ``channel``, and kills it.
 
-    ``fd`` is its end of the private line to the learner's process (``learner``, a pid); a
-    reply counts only when it carries the nonce of its question (``check_line`` checks the
+    A reply counts only when it carries the nonce of its question (``check_line`` checks the
     line's start), so what learner code writes ahead is dropped and counted (:attr:`forged`).
     The run ends through :meth:`finish`, which never returns.
     """
 
-    def __init__(self, plan: RunPlan, channel: _Channel, fd: int, learner: int, exercises: dict, check_line):
+    def __init__(self, plan: RunPlan, channel: _Channel, spawn, exercises: dict, check_line):
         import secrets
 
         self.token = secrets.token_hex
         self.read, self.write, self.monotonic = os.read, os.write, time.monotonic
         self.plan = plan
         self.channel = channel
-        self.fd = fd
-        self.learner = learner
+        self.spawn = spawn
+        self.fd = -1
+        self.learner = 0
+        self.clean = lambda: None  # empties what a process could write, between exercises
         self.exercises = exercises
         self.check_line = check_line
         self.buffer = bytearray()
         self.received = 0  # bytes read from the learner's process
         self.forged = 0  # lines dropped: written ahead by learner code, or malformed
         self.skip_cases = set(plan.skip_cases)
-        self.seen: dict[str, int | None] = {}  # the id of each function the lookup found
-        self.attempted: dict[str, bool] = {}
 
     def finish(self, code: int) -> NoReturn:
         """Kill every process of the submission but this one, then end with ``code``.
@@ -434,11 +602,8 @@ class _Supervisor:
         (a learner's ``setsid`` daemon included); without a namespace, what the
         learner started is killed by the grader (the run's cgroup, the sandbox uid).
         """
-        for target in (self.learner, -1) if os.getpid() == 1 else (self.learner,):
-            try:
-                os.kill(target, 9)
-            except OSError:
-                pass
+        if self.learner:
+            _kill_learner(self.learner)
         os._exit(code)
 
     def died(self) -> NoReturn:
@@ -452,6 +617,17 @@ class _Supervisor:
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         except ChildProcessError:
             code = 1
+        self.learner = 0 if code is not None else self.learner
+        for pid in _children():  # what it started
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        if os.getpid() == 1:
+            try:
+                os.kill(-1, 9)
+            except OSError:
+                pass
         self.finish(128 - code if code < 0 else code)
 
     def flood(self, message: str) -> NoReturn:
@@ -508,9 +684,8 @@ class _Supervisor:
         channel, monotonic = self.channel, self.monotonic
         exercise = self.exercises[ex_id]
         found = self.ask(op=Request.LOOKUP, ex=ex_id)
-        self.seen[ex_id] = found.get("id")
-        self.attempted[ex_id] = False
         lookup = LookupState.read(found.get("state"))
+        last = None
         where = found.get("where")
         for case in exercise.cases:
             if (ex_id, case.name) in self.skip_cases:
@@ -525,12 +700,14 @@ class _Supervisor:
                 answer = {"etype": "TypeError", "text": f"{exercise.function} is not a function"}
             else:
                 answer = self.ask(op=Request.CASE, ex=ex_id, case=case.name)
+                last = case.name
+                if answer.get("altered"):
+                    channel.send(events.altered(ex_id, case.name, "before", answer.get("altered")))
                 read_kind = CaseKind.read(answer.get("kind"))
                 if read_kind is None or read_kind.by_grader:
                     kind, answer = CaseKind.ERROR, {"etype": "ProtocolError", "text": "malformed reply"}
                 else:
                     kind = read_kind
-                self.attempted[ex_id] = self.attempted[ex_id] or kind.ran
             defined = None
             if lookup is LookupState.OK and isinstance(where, list) and len(where) == 2:
                 defined = [str(where[0])[:100], where[1] if isinstance(where[1], int) else 0]
@@ -547,60 +724,72 @@ class _Supervisor:
                     defined=defined,
                 )
             )
+        if last is not None:
+            after = self.ask(op=Request.GUARD).get("altered")
+            if after:
+                channel.send(events.altered(ex_id, last, "after", after))
 
-    def run(self) -> NoReturn:
-        """The whole run: the learner's report, each cell and its checks, the checks at the end."""
-        channel, monotonic, plan = self.channel, self.monotonic, self.plan
+    def cell(self, index: int) -> None:
+        """Run unit ``index`` of the current exercise's process (a cell, or the statements of a
+        cell that the answer needs)."""
+        channel, monotonic = self.channel, self.monotonic
+        channel.send(events.cell_step(index))
+        start = monotonic()
+        answer = self.ask(op=Request.CELL, cell=index)
+        error = answer.get("error")
+        if isinstance(error, dict):
+            channel.send(
+                events.cell_error(index, error.get("etype", ""), error.get("text", ""), error.get("line"))
+            )
+        channel.send(events.cell_done(index, round(monotonic() - start, 4)))
+
+    def exercise(self, ex_id: str, hello: bool) -> None:
+        """Exercise ``ex_id`` in a fresh process: its handed-out cells, the snapshot, the learner's
+        units, its cases; then the process and everything it started are killed."""
+        plan, skip_cells = self.plan, set(self.plan.skip_cells)
+        self.learner, self.fd = self.spawn(ex_id)
+        self.buffer = bytearray()
         # the learner's process confined itself before any learner code: its report first
         ready = receive_ready(self.fd, self.buffer, self.died)
-        channel.send(events.hello(ready.to_wire(), os.getpid()))
-        skip_cells = set(plan.skip_cells)
-        for index, _source in plan.cells:
+        if hello:
+            self.channel.send(events.hello(ready.to_wire(), os.getpid()))
+        handed, learner = plan.units(ex_id)
+        for index, _source in handed:
             if index not in skip_cells:
-                channel.send(events.cell_step(index))
-                start = monotonic()
-                answer = self.ask(op=Request.CELL, cell=index)
-                error = answer.get("error")
-                if isinstance(error, dict):
-                    channel.send(
-                        events.cell_error(
-                            index, error.get("etype", ""), error.get("text", ""), error.get("line")
-                        )
-                    )
-                channel.send(events.cell_done(index, round(monotonic() - start, 4)))
-            for ex_id in plan.evaluate_after.get(str(index), []):
-                self.evaluate(ex_id, Phase.CELL)
-        for ex_id in plan.evaluate_at_end:
-            self.evaluate(ex_id, Phase.END)
-        # An exercise that was not attempted where its check stood, but whose
-        # function was redefined further down, is evaluated again at the end.
-        for ex_id in self.exercises:
-            if ex_id in self.seen and not self.attempted.get(ex_id):
-                found = self.ask(op=Request.LOOKUP, ex=ex_id)
-                if (
-                    LookupState.read(found.get("state")) is not LookupState.MISSING
-                    and found.get("id") != self.seen[ex_id]
-                ):
-                    self.evaluate(ex_id, Phase.END)
-        # flush what the learner printed before "done": the grader stops reading at "done"
+                self.cell(index)
+        self.ask(op=Request.SNAPSHOT)
+        for index, _source in learner:
+            if index not in skip_cells:
+                self.cell(index)
+        self.evaluate(ex_id, Phase.END if ex_id in plan.evaluate_at_end else Phase.CELL)
+        # flush what the learner printed before its process ends: the grader stops reading at "done"
         self.ask(op=Request.FLUSH)
+        learner_pid, self.learner = self.learner, 0
+        _kill_learner(learner_pid)
         try:
-            os.kill(self.learner, 9)
-            os.waitpid(self.learner, 0)
+            os.close(self.fd)
         except OSError:
             pass
-        if os.getpid() == 1:
-            try:
-                os.kill(-1, 9)  # every other process of the namespace: what the learner started
-            except OSError:
-                pass
-        channel.send(events.done(self.forged))
+        self.clean()
+
+    def run(self) -> NoReturn:
+        """The whole run: one fresh process per exercise (none of them sees another's state)."""
+        order = [ex for ex in self.plan.exercises if ex in self.exercises]
+        # an exercise whose every case already has a verdict (a rerun after a hang) is not run again
+        todo = [
+            ex for ex in order if any((ex, c.name) not in self.skip_cases for c in self.exercises[ex].cases)
+        ] or order[:1]
+        for position, ex_id in enumerate(todo):
+            self.exercise(ex_id, hello=position == 0)
+        if not todo:  # no exercise at all: one process still reports its confinement
+            self.learner, self.fd = self.spawn("")
+            self.buffer = bytearray()
+            ready = receive_ready(self.fd, self.buffer, self.died)
+            self.channel.send(events.hello(ready.to_wire(), os.getpid()))
+            learner_pid, self.learner = self.learner, 0
+            _kill_learner(learner_pid)
+        self.channel.send(events.done(self.forged))
         self.finish(0)
-
-
-def _supervise(plan: RunPlan, channel: _Channel, fd: int, learner: int, exercises: dict, check_line) -> None:
-    """The trusted parent's loop: ask the learner's process for each step, write every event."""
-    _Supervisor(plan, channel, fd, learner, exercises, check_line).run()
 
 
 def receive_ready(fd: int, buffer: bytearray, died) -> IsolationReport:

@@ -42,6 +42,7 @@ from coursetools.grade.parse_worker import NotebookReader, ReaderDidNotStart, Re
 from coursetools.grade.paths import ROOT
 from coursetools.grade.process import OUTPUT_KEEP, JobSlot, Run, _describe_exit, base_env
 from coursetools.grade.record import CELL_REF, Record, Status
+from coursetools.grade.snapshot import describe
 from coursetools.grade.submission import Assignment, Submission
 from coursetools.grade.verdict import finish, judge, one_at_a_time
 
@@ -93,6 +94,8 @@ class _Runs:
     defined: dict[str, set[tuple]] = field(default_factory=dict)  # where the evaluated code was defined
     protocol_problems: int = 0
     out_of_order: int = 0
+    # exercise -> why it is held: its process changed what the answer reaches (issue 43)
+    altered: dict[str, list[str]] = field(default_factory=dict)
 
 
 def grade_submission(
@@ -129,10 +132,21 @@ def grade_submission(
         plan = _plan(record, reading, assignment, exercises)
         _run(record, runs, plan, assignment, exercises, settings, deadline, stop, slot)
         _check_definitions(
-            record, plan.cells, plan.evaluate_after, assignment, runs.defined, reader, settings.timeout_parse
+            record,
+            plan.cells,
+            plan.evaluate_after,
+            assignment,
+            runs.defined,
+            reader,
+            settings.timeout_parse,
+            plan.selected,
         )
         _summarise(record, runs)
-    held = reading.plan.get("held", {}) if reading is not None else {}
+    held = {
+        ex: list(why) for ex, why in (reading.plan.get("held", {}) if reading is not None else {}).items()
+    }
+    for ex_id, reasons in runs.altered.items():
+        held.setdefault(ex_id, []).extend(r for r in reasons if r not in held[ex_id])
     finish(record, assignment, exercises, runs.results, settings, started, held=held)
     record.memory_group = slot.memory_group.kind if slot.memory_group is not None else None
     record.assignment = assignment.digest
@@ -193,6 +207,7 @@ def _plan(
         plan_data["evaluate_at_end"],
         list(assignment.points),
         inputs=shipped,
+        selected=plan_data.get("selected") or {},
     )
 
 
@@ -250,6 +265,18 @@ def _collect(record: Record, runs: _Runs, run: Run, exercises: dict[str, Exercis
                 hidden_seen = hidden_seen or _is_hidden(exercises[key[0]], key[1])
                 if isinstance(data.get("defined"), list):
                     runs.defined.setdefault(key[0], set()).add(tuple(data["defined"][:2]))
+        elif event.kind is EventKind.ALTERED:
+            ex_id = str(data.get("ex"))
+            reasons = data.get("reasons")
+            if ex_id in exercises:
+                why = describe(
+                    [str(r) for r in reasons] if isinstance(reasons, list) else ["made a change"],
+                    ex_id,
+                    str(data.get("case")),
+                    "after" if data.get("when") == "after" else "before",
+                )
+                if why not in runs.altered.setdefault(ex_id, []):
+                    runs.altered[ex_id].append(why)
         elif event.kind is EventKind.CELL_ERROR:
             error = {k: data.get(k) for k in ("cell", "etype", "text", "line")}
             cell = data.get("cell")
@@ -348,6 +375,7 @@ def _check_definitions(
     defined: dict,
     reader: NotebookReader | None = None,
     seconds: float = 30.0,
+    selected: dict | None = None,
 ) -> None:
     """Check the code that actually defined each evaluated function (issue 24).
 
@@ -357,7 +385,8 @@ def _check_definitions(
     read by the forbidden-call check too, in the notebook reader (``reader``; by
     default one started for this check), within ``seconds``; one whose code was not
     written in a cell (``exec`` of a string, a library's function bound to the name,
-    a code object built at run time) is flagged for review.
+    a code object built at run time) is flagged for review. A cell among the exercise's
+    ``selected`` units (what its own process ran, issue 43) was read when the plan was built.
     """
     checked = record.forbidden
     for ex_id, places in defined.items():
@@ -374,6 +403,9 @@ def _check_definitions(
             index = int(match.group(1))
             if ex_id in evaluate_after.get(str(index), []):
                 continue  # the answer cell: read when the plan was built
+            chosen = (selected or {}).get(ex_id, {})
+            if any(i == index for i, _ in chosen.get("learner", [])):
+                continue  # a unit of the exercise's own process: read when the plan was built
             if names and any(i == index for i, _ in cells):
                 found = _forbidden_at(record, reader, cells, index, names, ex_id, seconds)
                 if found:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import nbformat
 
+from coursetools.grade import selection
+
 CHECK_CALL = re.compile(r"^\s*check\s*\(")
 MAGIC = re.compile(r"^(\s*)[%!]")
 # a line that IPython's transformer may rewrite: a magic, a shell escape, help (f?, ?f), an
@@ -351,45 +353,101 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
     forbidden: dict[str, list[str]] = {}
     held: dict[str, list[str]] = {}  # exercises whose answer the allow-list sends to review
     handed_out = _handed_out_cells(assignment.path)
-    handed_out_indices = [i for i, src in cells if src in handed_out]
+    handed_out_indices = frozenset(i for i, src in cells if src in handed_out)
+    selected: dict[str, dict[str, list[list]]] = {}
+    read_units: set[tuple[int, str]] = set()  # learner units already read for the review reasons
     for ex_id in assignment.points:
-        if ex_id in by_meta:
-            where = by_meta[ex_id]
-            located += 1
-        elif ex_id in by_def:
-            where = by_def[ex_id]
-            located += 1
-            notes.append(f"{ex_id}: the answer cell lost its metadata; found it by its function name")
-        else:
+        fname = assignment.functions.get(ex_id, "")
+        where = _answer_cell(ex_id, fname, by_meta, by_def, sources, handed_out_indices, notes)
+        chosen = selection.select(cells, handed_out_indices, where, fname)
+        selected[ex_id] = {"handed_out": chosen.handed_out, "learner": chosen.learner}
+        # what runs for this exercise, in notebook order: the only cells its checks read
+        units = sorted(chosen.cells, key=lambda unit: unit[0])
+        for index in chosen.unreadable:
+            notes.append(
+                f"{ex_id}: cell {index} could not be read (a syntax error?): it did not run for the answer"
+            )
+        if where is None:
             at_end.append(ex_id)
-            found = _allow_list(cells, [], ex_id, assignment, review, held, handed_out_indices)
+            found = _allow_list(units, [], ex_id, assignment, review, held, handed_out_indices)
             if found:
                 forbidden[ex_id] = sorted(found)
-            continue
-        evaluate_after.setdefault(str(where), []).append(ex_id)
-        answer = sources.get(where, "")
-        if SUSPICIOUS.search(answer) or _uses(answer, CHECKER_MODULES, review, f"{ex_id}: the answer cell"):
-            review.append(f"{ex_id}: the answer cell refers to the checker or the solutions")
-        # the answer cell, and every cell up to it that (re)defines the function (moved metadata,
-        # an answer in a helper cell, a definition by assignment)
-        fname = assignment.functions.get(ex_id, "")
-        defining = [i for i, src in cells if i < where and fname and _defines(src, fname)]
-        found = set()
-        for cell_index in [*defining, where]:
-            found |= set(forbidden_at(cells, cell_index, assignment.forbidden.get(ex_id, ()), review, ex_id))
-        found |= _allow_list(cells, [*defining, where], ex_id, assignment, review, held, handed_out_indices)
-        if found:
-            forbidden[ex_id] = sorted(found)
+        else:
+            located += 1
+            evaluate_after.setdefault(str(where), []).append(ex_id)
+            answer = sources.get(where, "")
+            if SUSPICIOUS.search(answer) or _uses(
+                answer, CHECKER_MODULES, review, f"{ex_id}: the answer cell"
+            ):
+                review.append(f"{ex_id}: the answer cell refers to the checker or the solutions")
+            # the answer cell, and every selected unit before it that (re)defines the function
+            defining = [i for i, src in units if i < where and fname and _defines(src, fname)]
+            found = set()
+            for cell_index in [*defining, where]:
+                found |= set(
+                    forbidden_at(units, cell_index, assignment.forbidden.get(ex_id, ()), review, ex_id)
+                )
+            found |= _allow_list(
+                units, [*defining, where], ex_id, assignment, review, held, handed_out_indices
+            )
+            if found:
+                forbidden[ex_id] = sorted(found)
+        _read_units(chosen.learner, read_units, review, deadline)
     if assignment.points and located == 0:
         review.append("none of the assignment's answer cells is in this notebook: is it the right one?")
-    for index, source in cells:
-        if source in handed_out:
-            continue  # the notebook's own code, as handed out
-        if time.monotonic() > deadline:
-            review.append(
-                f"cells from {index} on were not read by the checks: reading took over {PLAN_SECONDS:g} s"
+    plan = {
+        "cells": cells,
+        "evaluate_after": evaluate_after,
+        "evaluate_at_end": at_end,
+        "selected": selected,
+    }
+    if forbidden:
+        plan["forbidden"] = forbidden  # read by the grader only (runner), never trusted from the sandbox
+    held = {ex_id: reasons for ex_id, reasons in held.items() if ex_id not in forbidden}
+    if held:
+        plan["held"] = held  # scores withheld until a person has read the answer (verdict.finish)
+    return plan, notes, review
+
+
+def _answer_cell(
+    ex_id: str,
+    fname: str,
+    by_meta: dict[str, int],
+    by_def: dict[str, int],
+    sources: dict[int, str],
+    handed_out: frozenset[int],
+    notes: list[str],
+) -> int | None:
+    """Exercise ``ex_id``'s answer cell: the cell with its metadata; when that cell does not define
+    the function (or is left as handed out while a later cell of the learner defines it), the last
+    cell that defines it; None when neither is found (the function is looked up after every cell)."""
+    meta, last = by_meta.get(ex_id), by_def.get(ex_id)
+    if meta is None:
+        if last is not None:
+            notes.append(f"{ex_id}: the answer cell lost its metadata; found it by its function name")
+        return last
+    if last is not None and last != meta and fname:
+        if not _defines(sources.get(meta, ""), fname):
+            notes.append(f"{ex_id}: the answer cell does not define {fname}; cell {last} does, and counts")
+            return last
+        if meta in handed_out and last > meta and last not in handed_out:
+            notes.append(
+                f"{ex_id}: the answer cell is as handed out; cell {last} defines {fname}, and counts"
             )
-            break
+            return last
+    return meta
+
+
+def _read_units(units: list[list], done: set[tuple[int, str]], review: list[str], deadline: float) -> None:
+    """Review reasons for the learner's code that runs (issue 43: only what runs is read): what
+    reaches into the grader's process, and what the forbidden-call check cannot see through."""
+    for index, source in units:
+        if (index, source) in done:
+            continue
+        done.add((index, source))
+        if time.monotonic() > deadline:
+            review.append(f"cell {index} was not read by the checks: reading took over {PLAN_SECONDS:g} s")
+            return
         try:
             reached = _reaches_harness(source)
             dynamic = _dynamic(source)
@@ -408,13 +466,6 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
                 f"cell {index} uses what the forbidden-call check cannot see through "
                 f"({', '.join(dynamic)}): read it"
             )
-    plan = {"cells": cells, "evaluate_after": evaluate_after, "evaluate_at_end": at_end}
-    if forbidden:
-        plan["forbidden"] = forbidden  # read by the grader only (runner), never trusted from the sandbox
-    held = {ex_id: reasons for ex_id, reasons in held.items() if ex_id not in forbidden}
-    if held:
-        plan["held"] = held  # scores withheld until a person has read the answer (verdict.finish)
-    return plan, notes, review
 
 
 MAX_REASONS = 20  # per exercise: the record stays small whatever the answer holds

@@ -93,14 +93,23 @@ def test_a_forbidden_call_is_found_wherever_the_answer_is_defined(assignment, an
     ],
 )
 def test_a_dynamic_lookup_before_the_evaluation_is_flagged(assignment, cell, reason):
-    plan, review, _ = _plan(assignment, _notebook(assignment, HONEST, before=[cell]))
+    """What runs before the evaluation (issue 43: the answer cell and the statements it needs) is
+    read; the same cell as a playground cell does not run for the answer, and holds nothing."""
+    plan, review, _ = _plan(assignment, _notebook(assignment, cell + "\n" + HONEST))
     assert any("cannot see through" in r and reason in r for r in review), review
+    plan, review, _ = _plan(assignment, _notebook(assignment, HONEST, before=[cell]))
+    assert not any("cannot see through" in r for r in review), review
+    assert all(cell not in src for ex in plan["selected"].values() for _, src in ex["learner"])
 
 
 def test_a_cell_too_deep_for_the_check_is_flagged_not_passed(assignment):
     deep = "y = " + "+".join(["1"] * 60_000)
-    plan, review, seconds = _plan(assignment, _notebook(assignment, HONEST, before=[deep]))
+    plan, review, seconds = _plan(assignment, _notebook(assignment, deep + "\n" + HONEST))
     assert any("RecursionError" in r or "MemoryError" in r for r in review), review
+    assert seconds < 10, seconds
+    # before the answer, a cell the selection cannot read binds nothing it can see: it does not run
+    plan, review, seconds = _plan(assignment, _notebook(assignment, HONEST, before=[deep]))
+    assert all(src != deep for ex in plan["selected"].values() for _, src in ex["learner"])
     assert seconds < 10, seconds
 
 
