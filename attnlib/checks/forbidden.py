@@ -1847,7 +1847,7 @@ class _RuntimeNames:
             value = self.globals[name]
         else:
             return None
-        return [_value_binding(value, self.where, self.policy, self.index)]
+        return [_value_binding(value, self.where, self.policy, self.index, globs=self.globals)]
 
 
 def _module_names(module: str, policy, index) -> _RuntimeNames:
@@ -1870,7 +1870,14 @@ def _library_object(value: Any) -> bool:
     return "site-packages" in filename or "dist-packages" in filename
 
 
-def _value_binding(value: Any, where: str, policy, index: dict[int, str], depth: int = 0) -> _Binding:
+def _is_cell_code(func: types.FunctionType) -> bool:
+    name = func.__code__.co_filename
+    return not name.startswith(("<string>", sys.prefix, sys.base_prefix)) and "site-packages" not in name
+
+
+def _value_binding(
+    value: Any, where: str, policy, index: dict[int, str], depth: int = 0, globs: dict | None = None
+) -> _Binding:
     if isinstance(value, types.ModuleType):
         return _Binding("module", where, path=value.__name__)
     if id(value) in index:
@@ -1882,7 +1889,7 @@ def _value_binding(value: Any, where: str, policy, index: dict[int, str], depth:
         if len(items) > 1000:
             return _Binding("unreadable", where, why=f"a {type(value).__name__} too large to read")
         flat = [x for item in items for x in (item if isinstance(value, dict) else (item,))]
-        inner = [_value_binding(v, where, policy, index, depth + 1) for v in flat]
+        inner = [_value_binding(v, where, policy, index, depth + 1, globs) for v in flat]
         return _Binding("values", where, node=inner)
     if type(value).__name__ == "_lru_cache_wrapper" and isinstance(
         getattr(value, "__wrapped__", None), types.FunctionType
@@ -1893,10 +1900,22 @@ def _value_binding(value: Any, where: str, policy, index: dict[int, str], depth:
             module = getattr(value, "__module__", "") or ""
             return _Binding("path", where, path=f"{module}.{getattr(value, '__qualname__', '?')}")
         node = _definition(value)
+        if (
+            node is None
+            and isinstance(value, type)
+            and issubclass(value, tuple)
+            and hasattr(value, "_fields")
+        ):
+            return _Binding("const", where)  # a namedtuple's class: made by collections, no code of its own
         if node is None:
             return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (no source to read)")
         if isinstance(value, type):
-            return _Binding("class", where, node=node, names=_module_names(value.__module__, policy, index))
+            names = _module_names(value.__module__, policy, index)
+            methods = [getattr(m, "__func__", m) for m in vars(value).values()]
+            own = [m.__globals__ for m in methods if isinstance(m, types.FunctionType) and _is_cell_code(m)]
+            if own or globs is not None:
+                names.globals = own[0] if own else globs
+            return _Binding("class", where, node=node, names=names)
         inner = _unwrap(value)
         if inner is None:
             return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (a wrapper)")
@@ -1904,15 +1923,15 @@ def _value_binding(value: Any, where: str, policy, index: dict[int, str], depth:
     if type(value).__name__ == "partial" and depth < 4:
         parts = [value.func, *value.args, *value.keywords.values()]
         return _Binding(
-            "values", where, node=[_value_binding(v, where, policy, index, depth + 1) for v in parts]
+            "values", where, node=[_value_binding(v, where, policy, index, depth + 1, globs) for v in parts]
         )
     cls = type(value)
     if _library_object(cls):
         return _Binding("const", where)  # an instance of a library class: its attributes are judged
     fields = getattr(value, "__dict__", None)
     if isinstance(fields, dict) and depth < 4:
-        inner = [_value_binding(cls, where, policy, index, depth + 1)]
-        inner += [_value_binding(v, where, policy, index, depth + 1) for v in fields.values()]
+        inner = [_value_binding(cls, where, policy, index, depth + 1, globs)]
+        inner += [_value_binding(v, where, policy, index, depth + 1, globs) for v in fields.values()]
         return _Binding("values", where, node=inner)
     return _Binding("unreadable", where, why=f"a {type(value).__name__} object")
 
@@ -1961,8 +1980,10 @@ def _class_source(cls: type) -> ast.AST | None:
     files = []
     for member in vars(cls).values():
         code = getattr(getattr(member, "__func__", member), "__code__", None)
-        if code is not None and not code.co_filename.startswith("<string>"):
-            files.append(code.co_filename)
+        name = code.co_filename if code is not None else "<string>"
+        library = name.startswith((sys.prefix, sys.base_prefix)) or "site-packages" in name
+        if not name.startswith("<string>") and not library:
+            files.append(name)
     files = list(dict.fromkeys(files)) or [
         f for f in list(linecache.cache) if f.startswith("<") or "ipykernel" in f
     ]

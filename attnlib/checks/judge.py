@@ -221,11 +221,21 @@ def _failed(
     if len(matches) == 1:
         mis = matches[0]
         return CaseResult(case.name, status, message, mis.name, mis.hint, case.hidden, candidates, excluded)
-    hint = exercise.hint if status == "failed" else _ERROR_HINT
+    hint = exercise.hint if status == "failed" else error_hint(case.hidden)
     return CaseResult(case.name, status, message, None, hint, case.hidden, candidates, excluded)
 
 
 _ERROR_HINT = "call your function on the case's inputs by hand and read the traceback"
+# a hidden case's inputs are never shown, so its hint asks for nothing the learner cannot see
+_HIDDEN_ERROR_HINT = (
+    "this case's inputs are hidden: call your function by hand on inputs of your own like the "
+    "visible cases', with the edge cases the exercise's text names, and read the traceback"
+)
+
+
+def error_hint(hidden: bool) -> str:
+    """The hint of a case whose call raised and matched no known mistake."""
+    return _HIDDEN_ERROR_HINT if hidden else _ERROR_HINT
 
 
 def name_mistakes(
@@ -271,7 +281,7 @@ def name_mistakes(
         if named is not None and named.name in r.candidates:
             results[i] = replace(r, misconception=named.name, hint=named.hint)
         elif r.misconception is not None:
-            hint = exercise.hint if r.status == "failed" else _ERROR_HINT
+            hint = exercise.hint if r.status == "failed" else error_hint(r.hidden)
             results[i] = replace(r, misconception=None, hint=hint)
     return results
 
@@ -392,14 +402,19 @@ def review_lines(reasons: Sequence[str]) -> list[str]:
     lines += [f"    - {why}" for why in reasons[:8]]
     if len(reasons) > 8:
         lines.append(f"    - and {len(reasons) - 8} more")
-    lines.append("  (write it with the operations the exercise allows: basic tensor and array operations)")
+    from attnlib.checks.allowed import RULE_SENTENCE
+
+    lines.append(f"  The rule: {RULE_SENTENCE}")
     return lines
 
 
 def forbidden_message(found: Sequence[str]) -> str:
     """The feedback for an answer that uses the forbidden calls ``found``."""
     names = ", ".join(found)
-    return f"not allowed: the answer uses {names}, an existing implementation of what it computes (scores 0)"
+    return (
+        f"not allowed: the answer uses {names}, an existing implementation of what it computes "
+        "(scores 0; the exercise's text lists what its answer may not call)"
+    )
 
 
 def forbidden_result(
