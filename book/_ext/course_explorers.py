@@ -4,9 +4,10 @@ Progressive enhancement: a chapter's page is complete without JavaScript (its fi
 where JavaScript runs, the reader can turn the knobs of an explorer and check answers.
 
 * ``book/_quizzes/explorers.yml`` says which explorer goes after which section of which
-  chapter. Each becomes a closed ``<details class="course-explorer">`` there: nothing of the
-  explorer loads until the reader opens it (``_static/explorers/loader.js``, a few kB, then
-  fetches ``common.js`` and the explorer's own script).
+  chapter, and with which ``settings`` (optional: what that page's copy starts with). Each
+  becomes a closed ``<details class="course-explorer">`` there: nothing of the explorer loads
+  until the reader opens it (``_static/explorers/loader.js``, a few kB, then fetches
+  ``common.js`` and the explorer's own script).
 * ``attnlib/quizzes/chNN.yml`` (package data: the exercise notebooks read it too) holds a
   chapter's concept questions (the one source for the page
   and for the exercise notebook, :mod:`attnlib.checks.quiz`). They are drawn as a form at
@@ -127,8 +128,11 @@ def spoken_text(text: str) -> str:
 
 def explorer_html(item: dict, number: str, index: int) -> str:
     name = html.escape(item["explorer"])
+    # settings: what this page's copy of an explorer starts with (chapter 07: no causal mask)
+    settings = item.get("settings")
+    data = f' data-settings="{html.escape(json.dumps(settings), quote=True)}"' if settings else ""
     return (
-        f'<details class="course-explorer" id="explorer-{name}" data-explorer="{name}">'
+        f'<details class="course-explorer" id="explorer-{name}" data-explorer="{name}"{data}>'
         f'<summary><span class="course-explorer-label">Try it</span> {inline(item["title"])}</summary>'
         f'<div class="course-explorer-body" data-state="closed">'
         f"<p>{inline(item['describes'])}</p>"

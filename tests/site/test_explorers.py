@@ -145,6 +145,16 @@ def inputs(driver, root) -> dict:
     return json.loads(driver.execute_script("return arguments[0].dataset.inputs;", root))
 
 
+def shown(driver, root, name) -> str:
+    """The value a slider shows beside it (its <output>), as the reader sees it."""
+    return driver.execute_script(
+        "const el = arguments[0].querySelector('[data-knob=\"' + arguments[1] + '\"]');"
+        "return el.parentNode.querySelector('output').textContent;",
+        root,
+        name,
+    )
+
+
 def live_text(driver, root) -> str:
     return driver.execute_script(
         "return Array.from(arguments[0].querySelectorAll('.ce-live')).map(p => p.textContent).join(' | ');",
@@ -216,6 +226,11 @@ def check_ch03(driver, base):
         assert_course(table(driver, root, "weights"), w64, w32, "ch03 weights")
         assert_course(table(driver, root, "output"), o64, o32, "ch03 output")
     assert inputs(driver, root)["keys"][2][0] == pytest.approx(2.5)
+    # "key to move": both coordinate sliders show the chosen key's own values, not the last key's
+    for key in (1, 2, 0, 3):
+        set_knob(driver, root, "key", key)
+        kx, ky = inputs(driver, root)["keys"][key]
+        assert (shown(driver, root, "kx"), shown(driver, root, "ky")) == (f"{kx:.1f}", f"{ky:.1f}"), key
     shoot(driver, root, "ch03")
 
 
@@ -244,7 +259,7 @@ def check_ch04(driver, base):
         assert_course(
             table(driver, root, "summary"), su64, None, f"ch04 spread/entropy/gradient d_k={s['d_k']}"
         )
-    for x in (10, 88, 89, 120):
+    for x in (10, 88, 89, 90, 120):
         set_knob(driver, root, "x", x)
         row32 = torch.tensor([x, x - 1, x - 2], dtype=torch.float32)
         e = torch.exp(row32)
@@ -257,6 +272,16 @@ def check_ch04(driver, base):
         )
         assert np.isnan(page[1]).any() == (x >= 89), f"x={x}: naive softmax {page[1]}"
         assert np.isfinite(page[2]).all()
+        # the words count the NaN weights the table shows: one at x = 89 (inf / inf), not "the weights"
+        said = {
+            0: "still works",
+            1: "one weight is NaN",
+            2: "two weights are NaN",
+            3: "all three weights are NaN",
+        }
+        nans = int(np.isnan(page[1]).sum())
+        assert said[nans] in live_text(driver, root), (x, nans, live_text(driver, root))
+        assert (nans, x) in ((0, 10), (0, 88), (1, 89), (2, 90), (3, 120))
     assert "overflows" in live_text(driver, root)
     shoot(driver, root, "ch04")
 
@@ -283,11 +308,41 @@ def check_mask(driver, base, chapter):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
+    # chapter 07 opens it without the causal mask: cross attention has none
+    causal = driver.execute_script(
+        "return arguments[0].querySelector('[data-knob=\"causal\"]').checked;", root
+    )
+    mask = np.array(inputs(driver, root)["mask"])
+    assert causal == (chapter == "05") and bool(np.triu(mask, 1).any()) == (chapter == "07"), (
+        chapter,
+        causal,
+    )
+    # the grid is one Tab stop; the arrow keys move between its 20 cells
+    tab_stops = driver.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('.ce-cell')).map(c => c.tabIndex);", root
+    )
+    assert len(tab_stops) == 20 and sorted(tab_stops) == [-1] * 19 + [0], tab_stops
+    active = "return [document.activeElement.dataset.row, document.activeElement.dataset.col].join(',');"
+    first = root.find_element(By.CSS_SELECTOR, '.ce-cell[tabindex="0"]')
+    first.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)
+    assert driver.execute_script(active) == "3,2"
     cell = root.find_element(By.CSS_SELECTOR, '.ce-cell[data-row="3"][data-col="2"]')
+    assert cell.get_attribute("tabindex") == "0"
     was = inputs(driver, root)["mask"][3][2]
     cell.send_keys(Keys.ENTER)  # a button: Enter toggles it
     assert inputs(driver, root)["mask"][3][2] == (not was)
     assert "query 4, key 3" in cell.get_attribute("aria-label")
+    # a forbidden cell keeps its focus ring: the "forbidden" mark is a border, the ring an outline
+    assert cell.get_attribute("aria-pressed") == "true"
+    cell.send_keys(Keys.ARROW_LEFT)
+    cell.find_element(By.XPATH, "preceding-sibling::button[1]").send_keys(Keys.ARROW_RIGHT)
+    assert driver.execute_script(active) == "3,2"
+    ring = driver.execute_script(
+        "const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth];"
+    )
+    assert ring == ["solid", "3px"], ring
+    cell.send_keys(Keys.ENTER)  # allowed again, as the checks below expect
+    assert inputs(driver, root)["mask"][3][2] == was
     for settings in (
         {"length": 4, "causal": True},
         {"length": 2, "causal": False},
@@ -421,6 +476,20 @@ def check_ch09(driver, base):
     assert scores[0] == pytest.approx(scores[1], abs=1e-12), "shifting both positions changed the score"
     shoot(driver, root, "ch09-rope")
     root = open_explorer(driver, "ch09-alibi")
+    # the chapter's notation: h counts the heads, r = 0, ..., h - 1 names one, lambda_r its slope
+    set_knob(driver, root, "heads", 4)
+    heads = driver.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('[data-knob=\"head\"] option')).map(o => o.text);",
+        root,
+    )
+    assert heads == ["r = 0", "r = 1", "r = 2", "r = 3"], heads
+    columns = driver.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('table[data-name=\"slopes\"] thead th'))"
+        ".map(th => th.textContent);",
+        root,
+    )
+    assert columns == ["r = 0", "r = 1", "r = 2", "r = 3"], columns
+    assert "h = 4 heads; head r = 0" in live_text(driver, root)
     for heads, length, head in ((8, 5, 2), (1, 3, 0), (16, 8, 15), (6, 4, 5)):
         set_knob(driver, root, "heads", heads)
         set_knob(driver, root, "L", length)
@@ -528,6 +597,71 @@ def check_ch10(driver, base, html: Path, tmp: Path):
         root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
         assert _wait(driver, f"return arguments[0].textContent.includes('other-{i}.json');", 30, root)
         _check_model_in_page(driver, root, web_export.load_model(path), ["abc"])
+    _check_bad_files(driver, root, model, other, tmp)
+
+
+def _check_bad_files(driver, root, chapter_model, loaded, tmp: Path):
+    """A file the page cannot run is refused in words, and the model it had keeps running;
+    "Back to the chapter's model" returns to it; Enter in the word box starts the word."""
+    import base64
+    import os
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver.execute_script(
+        "window.__errors = []; window.addEventListener('error', e => window.__errors.push(e.message));"
+        "window.addEventListener('unhandledrejection', e => window.__errors.push(String(e.reason)));"
+    )
+    good = web_export.model_to_dict(loaded, "other-1")
+    wrong_shape = json.loads(json.dumps(good))
+    wrong_shape["config"]["d_model"] = 32  # its tensors are 16 wide
+    missing = json.loads(json.dumps(good))
+    del missing["tensors"]["blocks.1.attn.k_proj.bias"]
+    nan = json.loads(json.dumps(good))
+    bias = np.frombuffer(base64.b64decode(nan["tensors"]["head.bias"]["data"]), dtype="<f4").copy()
+    bias[3] = np.nan
+    nan["tensors"]["head.bias"]["data"] = base64.b64encode(bias.tobytes()).decode("ascii")
+    cases = {
+        "wrong-shape.json": (
+            json.dumps(wrong_shape),
+            "tensor embed.weight has shape [12,16] but its config needs [12,32]",
+        ),
+        "missing.json": (json.dumps(missing), "it has no tensor blocks.1.attn.k_proj.bias"),
+        "nan.json": (json.dumps(nan), "tensor head.bias holds a NaN or infinite value"),
+        "random.json": (os.urandom(300), "it is not JSON text"),
+        "other-format.json": (
+            json.dumps({"hello": 1}),
+            "it is not a file written by attnlib.chapters.web_export",
+        ),
+    }
+    before = _lm_state(driver, root)
+    for name, (content, words) in cases.items():
+        path = tmp / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
+        assert _wait(driver, "return arguments[0].dataset.loadError !== undefined;", 30, root), name
+        said = live_text(driver, root)
+        assert f"Could not load {name}: {words}" in said and "Still running other-1" in said, (name, said)
+        assert driver.execute_script("return arguments[0].dataset.model;", root) == "own"
+        after = _lm_state(driver, root)
+        assert after[0] == before[0] and np.array_equal(after[1], before[1]), (
+            f"{name} changed the running model"
+        )
+        assert np.isfinite(table(driver, root, "next")).all(), name
+        driver.execute_script("delete arguments[0].dataset.loadError;", root)
+    assert driver.execute_script("return window.__errors;") == [], "raw JavaScript errors"
+    # back to the chapter's model
+    press(driver, root, "chapter-model")
+    assert driver.execute_script("return arguments[0].dataset.model;", root) == "chapter"
+    assert "Back to the chapter's model" in live_text(driver, root)
+    _check_model_in_page(driver, root, chapter_model, ["abc"])
+    # Enter in the word box starts that word
+    word_box = root.find_element(By.CSS_SELECTOR, '[data-knob="word"]')
+    word_box.clear()
+    word_box.send_keys("hgf", Keys.ENTER)
+    tokens = inputs(driver, root)["tokens"]
+    assert tokens[:5] == [tiny_lm.COPY_BOS, 7, 6, 5, tiny_lm.COPY_SEP], tokens
 
 
 EXPLORER_CHECKS = {
@@ -597,6 +731,13 @@ def check_quiz(driver, base, chapter):
             box.send_keys(str(q["answer"]))
             check.click()
             assert verdict() == "right", (chapter, q["id"], feedback.text)
+            # digits grouped as people write them: "1,050,624", "1 050 624", "1_050_624"
+            if abs(q["answer"]) >= 1000 and float(q["answer"]).is_integer():
+                grouped = f"{int(q['answer']):,}"
+                for text in (grouped, grouped.replace(",", " "), grouped.replace(",", "_")):
+                    box.clear()
+                    box.send_keys(text, Keys.ENTER)
+                    assert verdict() == "right", (chapter, q["id"], text, feedback.text)
     shoot(driver, driver.find_element(By.ID, f"self-check-{chapter}"), f"quiz-ch{chapter}")
 
 
@@ -660,6 +801,11 @@ RECOMPUTED = {
         )
         for p in m.parameters()
     ),
+    "11-1": attnlib.patchify(torch.zeros(1, 1, 8, 8), 2).shape[-2] + 1,  # patches and the class token
+    "11-2": sum(p.numel() for p in attnlib.PatchEmbedding(1, 2, 32).parameters()),
+    "12-1": math.log(65),
+    "12-2": float(torch.softmax(torch.tensor([2.0, 1.0, float("-inf"), float("-inf")]), -1)[0]),
+    "12-4": 65 * 128,
 }
 
 
@@ -684,7 +830,7 @@ def test_quiz_files_are_well_formed_and_their_numbers_recomputed():
                 assert key in RECOMPUTED, f"{key}: a number question whose answer is not recomputed here"
                 assert RECOMPUTED[key] == pytest.approx(q["answer"], abs=q.get("tolerance", 0) + 1e-9), key
             seen.add(chapter)
-    assert seen == {f"{n:02d}" for n in range(1, 11)}
+    assert seen == {f"{n:02d}" for n in range(1, 13)}
 
 
 def test_placement_file_names_existing_explorers():

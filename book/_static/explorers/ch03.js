@@ -24,8 +24,14 @@
     var kx, ky;
     C.select(controls, { name: "key", label: "key to move", value: 0,
       options: keys.map(function (_, i) { return [i, "key " + (i + 1)]; }),
-      onInput: function (v) { s.key = Number(v); kx.value = keys[s.key][0]; ky.value = keys[s.key][1];
-        kx.dispatchEvent(new Event("input")); } });
+      onInput: function (v) {
+        s.key = Number(v);
+        kx.value = keys[s.key][0];
+        ky.value = keys[s.key][1];
+        /* both sliders show the chosen key's coordinates (their input events redraw the numbers) */
+        kx.dispatchEvent(new Event("input"));
+        ky.dispatchEvent(new Event("input"));
+      } });
     kx = C.slider(controls, { name: "kx", label: "that key, first coordinate", min: -3, max: 3, step: 0.1, value: keys[0][0],
       format: fmt1, onInput: function (v) { keys[s.key][0] = v; update(); } });
     ky = C.slider(controls, { name: "ky", label: "that key, second coordinate", min: -3, max: 3, step: 0.1, value: keys[0][1],

@@ -69,9 +69,19 @@
       overflow.appendChild(C.table({ name: "overflow", caption: "Softmax of (x, x \u2212 1, x \u2212 2) in float32",
         cols: ["x", "x \u2212 1", "x \u2212 2"], rows: ["exp(x) (naive)", "naive: exp / sum", "stable: exp(x \u2212 max) / sum"],
         values: [e, naive, stable] }));
-      var broken = naive.some(function (p) { return !isFinite(p); });
-      live2.textContent = "x = " + s.x + ": the naive softmax " + (broken ? "overflows (exp(x) is inf in float32, the weights are NaN)"
-        : "still works") + "; the stable one gives " + stable.map(function (p) { return C.fmt(p, 3); }).join(", ") + ".";
+      /* exp overflows to inf for each logit of 89 or more; then the sum is inf, inf / inf is NaN
+       * and a finite exp / inf is 0: say how many weights are NaN, not "the weights" */
+      var infs = e.filter(function (p) { return p === Infinity; }).length;
+      var nans = naive.filter(function (p) { return Number.isNaN(p); }).length;
+      var words = ["no weight", "one weight", "two weights", "all three weights"];
+      var broken = infs > 0
+        ? "overflows: exp is inf in float32 for " + (infs === 1 ? "x" : infs === 2 ? "x and x \u2212 1" : "all three logits") +
+          ", so the sum is inf and " + words[nans] + (nans === 1 ? " is" : " are") + " NaN (inf / inf)" +
+          (nans < 3 ? ", the " + (3 - nans === 1 ? "other" : "others") + " 0 (a finite number / inf)" : "")
+        : "still works";
+      live2.dataset.nan = String(nans);
+      live2.textContent = "x = " + s.x + ": the naive softmax " + broken + "; the stable one gives " +
+        stable.map(function (p) { return C.fmt(p, 3); }).join(", ") + ".";
     }
     update();
     update2();

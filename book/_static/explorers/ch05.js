@@ -1,14 +1,17 @@
 /* Chapter 05: a mask you can click. Padding (a key length), causal, single cells; a query that
- * may attend to nothing, and what each way of masking gives for it. */
+ * may attend to nothing, and what each way of masking gives for it. Chapter 07 opens the same
+ * explorer without the causal mask (its settings in book/_quizzes/explorers.yml): cross
+ * attention has none. The grid is one Tab stop; the arrow keys move between its cells. */
 (function () {
   "use strict";
   var C = window.CourseExplorers;
   var L = 4, S = 5, D = 2;
-  C.registry["ch05-mask"] = function (root) {
+  C.registry["ch05-mask"] = function (root, ctx) {
+    var settings = (ctx && ctx.settings) || {};
     var rand = C.rng(5);
     var mat = function (r, c) { var m = []; for (var i = 0; i < r; i++) { var row = []; for (var j = 0; j < c; j++) row.push(C.f32(C.gauss(rand))); m.push(row); } return m; };
     var Q = mat(L, D), K = mat(S, D), V = mat(S, D);
-    var s = { length: 4, causal: true, policy: "attnlib", blocked: [] };
+    var s = { length: 4, causal: settings.causal === undefined ? true : !!settings.causal, policy: "attnlib", blocked: [] };
     for (var i = 0; i < L; i++) { s.blocked.push([]); for (var j = 0; j < S; j++) s.blocked[i].push(false); }
     s.blocked[1][0] = true; s.blocked[1][1] = true; /* with causal, query 2 may attend to nothing */
     var controls = C.el("div", { class: "ce-controls" });
@@ -24,7 +27,8 @@
       ["after", "softmax first, then zero the masked weights (the named mistake)"]],
       onInput: function (v) { s.policy = v; update(); } });
     var grid = C.el("div", { class: "ce-mask", role: "group", "aria-label": "The mask: press a cell to forbid or allow that query-key pair" });
-    root.appendChild(C.el("p", { class: "ce-help", text: "Press a cell to forbid or allow one query\u2013key pair (on top of padding and causal)." }));
+    root.appendChild(C.el("p", { class: "ce-help", text: "Press a cell to forbid or allow one query\u2013key pair (on top of padding and causal). " +
+      "With the keyboard: Tab reaches the grid once, the arrow keys move between its cells, Enter or Space switches one." }));
     root.appendChild(grid);
     var tables = C.el("div", { class: "ce-tables" });
     root.appendChild(tables);
@@ -36,14 +40,30 @@
       buttons.push([]);
       for (var b = 0; b < S; b++) {
         (function (i, j) {
-          var btn = C.el("button", { type: "button", class: "ce-cell", "data-row": i, "data-col": j });
-          btn.addEventListener("click", function () { s.blocked[i][j] = !s.blocked[i][j]; update(); btn.focus(); });
+          var btn = C.el("button", { type: "button", class: "ce-cell", "data-row": i, "data-col": j, tabindex: i + j === 0 ? "0" : "-1" });
+          btn.addEventListener("click", function () { s.blocked[i][j] = !s.blocked[i][j]; update(); moveTo(i, j); });
           tr.appendChild(btn);
           buttons[i].push(btn);
         })(a, b);
       }
       grid.appendChild(tr);
     }
+    /* one Tab stop (roving tabindex): the last cell used keeps tabindex 0, the others -1 */
+    function moveTo(i, j) {
+      buttons.forEach(function (row) { row.forEach(function (b) { b.tabIndex = -1; }); });
+      buttons[i][j].tabIndex = 0;
+      buttons[i][j].focus();
+    }
+    grid.addEventListener("keydown", function (e) {
+      var t = e.target;
+      if (!t.classList || !t.classList.contains("ce-cell")) return;
+      var i = Number(t.dataset.row), j = Number(t.dataset.col);
+      var to = { ArrowUp: [i - 1, j], ArrowDown: [i + 1, j], ArrowLeft: [i, j - 1], ArrowRight: [i, j + 1],
+        Home: [i, 0], End: [i, S - 1] }[e.key];
+      if (!to) return;
+      e.preventDefault();
+      moveTo(Math.max(0, Math.min(L - 1, to[0])), Math.max(0, Math.min(S - 1, to[1])));
+    });
     var keyRow = C.el("div", { class: "ce-mask-row", "aria-hidden": "true" }, C.el("span", { class: "ce-mask-label" }));
     for (var k = 0; k < S; k++) keyRow.appendChild(C.el("span", { class: "ce-mask-key", text: "k" + (k + 1) }));
     grid.appendChild(keyRow);

@@ -1,5 +1,6 @@
 /* Chapter 09: RoPE rotates a query at position m and a key at position n; their score depends on
- * m - n only. ALiBi adds -slope_h * (i - j) to head h's scores. */
+ * m - n only. ALiBi adds -lambda_r * (i - j) to head r's scores, lambda_r = 2^(-8 (r + 1) / h) for
+ * the h heads r = 0, ..., h - 1 (the chapter's notation: h counts the heads, r names one). */
 (function () {
   "use strict";
   var C = window.CourseExplorers;
@@ -56,17 +57,17 @@
     var controls = C.el("div", { class: "ce-controls" });
     root.appendChild(controls);
     var headSel;
-    C.slider(controls, { name: "heads", label: "heads", min: 1, max: 16, step: 1, value: s.heads, format: String,
+    C.slider(controls, { name: "heads", label: "number of heads h", min: 1, max: 16, step: 1, value: s.heads, format: String,
       onInput: function (v) { s.heads = v; s.head = Math.min(s.head, v - 1); fillHeads(); update(); } });
     C.slider(controls, { name: "L", label: "sequence length", min: 1, max: 8, step: 1, value: s.L, format: String,
       onInput: function (v) { s.L = v; update(); } });
-    headSel = C.select(controls, { name: "head", label: "head shown", value: 0, options: [[0, "1"]],
+    headSel = C.select(controls, { name: "head", label: "head shown, r", value: 0, options: [[0, "r = 0"]],
       onInput: function (v) { s.head = Number(v); update(); } });
     function fillHeads() {
       headSel.innerHTML = "";
-      for (var h = 0; h < s.heads; h++) {
-        var o = C.el("option", { value: h, text: String(h + 1) });
-        if (h === s.head) o.selected = true;
+      for (var r = 0; r < s.heads; r++) {
+        var o = C.el("option", { value: r, text: "r = " + r });
+        if (r === s.head) o.selected = true;
         headSel.appendChild(o);
       }
     }
@@ -77,7 +78,7 @@
 
     function update() {
       var slopes = [];
-      for (var h = 1; h <= s.heads; h++) slopes.push(C.f32(Math.pow(2, -8 * h / s.heads)));
+      for (var r = 0; r < s.heads; r++) slopes.push(C.f32(Math.pow(2, -8 * (r + 1) / s.heads)));
       var m = slopes[s.head], bias = [], names = [];
       for (var i = 0; i < s.L; i++) {
         var row = [];
@@ -86,12 +87,12 @@
       }
       C.setInputs(root, { heads: s.heads, L: s.L, head: s.head });
       tables.innerHTML = "";
-      tables.appendChild(C.table({ name: "slopes", caption: "Slope of each head, 2^(\u22128h/heads)",
-        cols: slopes.map(function (_, h) { return "h" + (h + 1); }), rows: ["slope"], values: [slopes] }));
-      tables.appendChild(C.table({ name: "bias", caption: "Head " + (s.head + 1) + "'s bias \u2212slope\u00b7(i \u2212 j) (rows: queries; above the diagonal: masked)",
+      tables.appendChild(C.table({ name: "slopes", caption: "Slope of each head r, \u03bb\u1d63 = 2^(\u22128(r + 1)/h) with h = " + s.heads,
+        cols: slopes.map(function (_, r) { return "r = " + r; }), rows: ["\u03bb\u1d63"], values: [slopes] }));
+      tables.appendChild(C.table({ name: "bias", caption: "Head r = " + s.head + ": its bias \u2212\u03bb\u1d63\u00b7(i \u2212 j) (rows: queries i; columns: keys j; above the diagonal: masked)",
         cols: names, rows: names, values: bias, digits: 3,
         shade: function (v) { return isFinite(v) ? Math.min(1, -v / 4) : 0; } }));
-      live.textContent = s.heads + " heads; head " + (s.head + 1) + " has slope " + C.fmt(m, 4) +
+      live.textContent = "h = " + s.heads + " heads; head r = " + s.head + " has slope \u03bb = " + C.fmt(m, 4) +
         ": a key " + (s.L - 1) + " places back costs " + C.fmt(m * (s.L - 1), 4) + " in the score.";
     }
     update();

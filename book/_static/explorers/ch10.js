@@ -9,24 +9,79 @@
   "use strict";
   var C = window.CourseExplorers;
 
-  function decode(b64) {
-    var bin = atob(b64), bytes = new Uint8Array(bin.length);
+  function decode(name, b64) {
+    var bin;
+    try { bin = atob(b64); } catch (err) { throw new Error("tensor " + name + " is not base64 text"); }
+    if (bin.length % 4) throw new Error("tensor " + name + " has " + bin.length + " bytes, not a whole number of float32 values");
+    var bytes = new Uint8Array(bin.length);
     for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
     return new Float32Array(bytes.buffer);
   }
 
+  function positiveInt(c, key) {
+    if (!(Number.isInteger(c[key]) && c[key] > 0)) throw new Error("its config gives " + key + " = " + JSON.stringify(c[key]) + ", not a positive whole number");
+    return c[key];
+  }
+
+  /* The tensors a model of this config has, with their shapes (attnlib.chapters.tiny_lm.TinyDecoderLM). */
+  function expectedTensors(c) {
+    var D = c.d_model, V = c.vocab_size, F = c.d_ff, out = {};
+    out["embed.weight"] = [V, D];
+    out["positions.weight"] = [c.max_len, D];
+    for (var l = 0; l < c.num_layers; l++) {
+      var pre = "blocks." + l + ".";
+      ["q_proj", "k_proj", "v_proj", "out_proj"].forEach(function (n) {
+        out[pre + "attn." + n + ".weight"] = [D, D];
+        out[pre + "attn." + n + ".bias"] = [D];
+      });
+      if (c.feed_forward) {
+        out[pre + "linear1.weight"] = [F, D]; out[pre + "linear1.bias"] = [F];
+        out[pre + "linear2.weight"] = [D, F]; out[pre + "linear2.bias"] = [D];
+      }
+      if (c.layer_norm) {
+        out[pre + "norm1.weight"] = [D]; out[pre + "norm1.bias"] = [D];
+        if (c.feed_forward) { out[pre + "norm2.weight"] = [D]; out[pre + "norm2.bias"] = [D]; }
+      }
+    }
+    if (c.final_norm) { out["norm.weight"] = [D]; out["norm.bias"] = [D]; }
+    out["head.weight"] = [V, D];
+    out["head.bias"] = [V];
+    return out;
+  }
+
+  /* A model from an exported file, checked against its own config before anything runs: a file
+   * that is not one, a missing tensor or one whose shape disagrees with the config is an Error
+   * that says so in words (the page then keeps the model it had). */
   function Model(data) {
-    if (!data || data.format !== "attnlib-tiny-lm") throw new Error("not a file written by attnlib.chapters.web_export");
-    if (data.version !== 1) throw new Error("unknown file version " + data.version);
+    if (!data || typeof data !== "object" || data.format !== "attnlib-tiny-lm") throw new Error("it is not a file written by attnlib.chapters.web_export");
+    if (data.version !== 1) throw new Error("it has file version " + data.version + "; this page reads version 1");
+    var c = data.config;
+    if (!c || typeof c !== "object") throw new Error("it has no config");
+    ["d_model", "num_heads", "num_layers", "max_len", "vocab_size"].forEach(function (k) { positiveInt(c, k); });
+    if (c.d_model % c.num_heads) throw new Error("its config splits d_model = " + c.d_model + " into " + c.num_heads + " heads, which does not divide");
+    if (c.feed_forward) positiveInt(c, "d_ff");
+    if (c.layer_norm && !(c.layer_norm_eps > 0)) throw new Error("its config has no LayerNorm eps");
+    var v = data.vocabulary;
+    if (!v || v.letters !== "abcdefgh" || c.vocab_size !== 12 || [v.pad, v.bos, v.sep, v.eos].join() !== "8,9,10,11")
+      throw new Error("its vocabulary is not the copy language's (letters a\u2013h and 4 special tokens, 12 in all)");
+    if (!data.tensors || typeof data.tensors !== "object") throw new Error("it has no tensors");
     this.name = data.name || "a model";
-    this.c = data.config;
-    this.vocab = data.vocabulary;
-    this.params = data.parameters;
-    var t = {};
-    Object.keys(data.tensors).forEach(function (k) { t[k] = { shape: data.tensors[k].shape, data: decode(data.tensors[k].data) }; });
+    this.c = c;
+    this.vocab = v;
+    var want = expectedTensors(c), t = {};
+    this.params = Number.isInteger(data.parameters) ? data.parameters : Object.keys(want).reduce(function (a, k) {
+      return a + want[k].reduce(function (x, y) { return x * y; }, 1); }, 0);
+    Object.keys(want).forEach(function (k) {
+      var got = data.tensors[k];
+      if (!got) throw new Error("it has no tensor " + k + ", which its config needs");
+      if (JSON.stringify(got.shape) !== JSON.stringify(want[k]))
+        throw new Error("tensor " + k + " has shape " + JSON.stringify(got.shape) + " but its config needs " + JSON.stringify(want[k]));
+      var values = decode(k, got.data), n = want[k].reduce(function (a, b) { return a * b; }, 1);
+      if (values.length !== n) throw new Error("tensor " + k + " holds " + values.length + " numbers; shape " + JSON.stringify(want[k]) + " needs " + n);
+      for (var i = 0; i < n; i++) if (!isFinite(values[i])) throw new Error("tensor " + k + " holds a NaN or infinite value");
+      t[k] = { shape: want[k], data: values };
+    });
     this.t = t;
-    var need = ["embed.weight", "positions.weight", "head.weight", "head.bias"];
-    need.forEach(function (k) { if (!t[k]) throw new Error("the file has no tensor " + k); });
   }
   Model.prototype.linear = function (name, x) { /* torch's Linear: W (out, in), y = W x + b */
     var W = this.t[name + ".weight"], b = this.t[name + ".bias"], n = W.shape[1], out = new Array(W.shape[0]);
@@ -38,7 +93,7 @@
     return out;
   };
   Model.prototype.norm = function (name, x) {
-    if (!this.t[name + ".weight"]) return x; /* nn.Identity (no LayerNorm) */
+    if (!this.t[name + ".weight"]) return x; /* nn.Identity (no LayerNorm; checked against the config) */
     var n = x.length, mean = 0, v = 0, eps = this.c.layer_norm_eps, g = this.t[name + ".weight"].data, b = this.t[name + ".bias"].data;
     for (var i = 0; i < n; i++) mean += x[i];
     mean /= n;
@@ -113,7 +168,21 @@
     }).then(function (data) { build(root, new Model(data), status); });
   };
 
+  /* Run a model on <bos> word | : its decoding state, or an Error in words (no number may be NaN). */
+  function prompt(model, word) {
+    if (word.length + 2 > model.c.max_len)
+      throw new Error(model.name + " has positions 0.." + (model.c.max_len - 1) + " only: too few for <bos>, " + word.length + " letters and |");
+    var st = model.start();
+    model.feed(st, model.vocab.bos);
+    word.split("").forEach(function (ch) { model.feed(st, model.vocab.letters.indexOf(ch)); });
+    var last = model.feed(st, model.vocab.sep);
+    if (!last.every(isFinite)) throw new Error(model.name + " gives NaN or infinite logits");
+    return st;
+  }
+
   function build(root, model, status) {
+    var chapterModel = model;
+    root.dataset.model = "chapter";
     var s = { word: "abcde", st: null };
     var controls = C.el("div", { class: "ce-controls" });
     root.insertBefore(controls, status);
@@ -137,6 +206,9 @@
     var file = C.el("input", { type: "file", id: fileId, accept: ".json,application/json", "data-knob": "file" });
     root.insertBefore(C.el("div", { class: "ce-control ce-file" },
       C.el("label", { for: fileId, text: "Your own model (a file from web_export.export_model in the exercise notebook)" }), file), status);
+    /* always enabled (a disabled button cannot take focus): on the chapter's model it restarts it */
+    var back = C.button(C.el("div"), "Back to the chapter's model", function () { use(chapterModel, "chapter"); }, "chapter-model");
+    root.insertBefore(C.el("div", { class: "ce-buttons" }, back), status);
     var modelLine = C.el("p", { class: "ce-model" });
     root.insertBefore(modelLine, status);
     var view = C.el("div", { class: "ce-lm" });
@@ -147,18 +219,36 @@
       if (!f) return;
       var reader = new FileReader();
       reader.onload = function () {
+        var data, candidate;
         try {
-          model = new Model(JSON.parse(reader.result));
-          root.dataset.model = "own";
-          restart();
-          status.textContent = "Loaded " + f.name + ": " + model.name + ", " + model.params + " parameters. " + status.textContent;
+          try { data = JSON.parse(reader.result); } catch (err) { throw new Error("it is not JSON text (a file from web_export.export_model is)"); }
+          candidate = new Model(data);
+          prompt(candidate, s.word); /* a trial run before the swap: it must give numbers */
         } catch (err) {
-          status.textContent = "Could not load " + f.name + ": " + err.message;
+          status.textContent = "Could not load " + f.name + ": " + err.message + ". Still running " + model.name + ".";
+          root.dataset.loadError = err.message;
+          file.value = "";
+          return;
         }
+        delete root.dataset.loadError;
+        use(candidate, "own", "Loaded " + f.name + ": " + candidate.name + ", " + candidate.params + " parameters. ");
+        file.value = "";
       };
-      reader.onerror = function () { status.textContent = "Could not read " + f.name + "."; };
+      reader.onerror = function () { status.textContent = "Could not read " + f.name + ". Still running " + model.name + "."; };
       reader.readAsText(f);
     });
+
+    /* Swap in a model (already checked) and run it on the current word. */
+    function use(next, which, message) {
+      var st = prompt(next, s.word);
+      model = next;
+      root.dataset.model = which;
+      word.value = s.word;
+      word.removeAttribute("aria-invalid");
+      s.st = st;
+      render(message || (which === "chapter" ? "Back to the chapter's model. " : ""));
+    }
+    word.addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); restart(); } });
 
     function finished() {
       var st = s.st;
@@ -171,12 +261,15 @@
         status.textContent = "Type 1 to 8 letters from a to h (not \u201c" + w + "\u201d).";
         return;
       }
+      var st;
+      try { st = prompt(model, w); } catch (err) {
+        word.setAttribute("aria-invalid", "true");
+        status.textContent = err.message + ".";
+        return;
+      }
       word.removeAttribute("aria-invalid");
       s.word = w;
-      s.st = model.start();
-      model.feed(s.st, model.vocab.bos);
-      w.split("").forEach(function (ch) { model.feed(s.st, model.vocab.letters.indexOf(ch)); });
-      model.feed(s.st, model.vocab.sep);
+      s.st = st;
       render();
     }
     function step(quiet) {

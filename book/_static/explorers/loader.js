@@ -45,7 +45,9 @@
       root.className = "ce-root";
       root.dataset.explorer = name;
       body.appendChild(root);
-      return Promise.resolve(make(root, { base: base })).then(function () {
+      /* an explorer's settings for this page (book/_quizzes/explorers.yml: settings) */
+      var settings = details.dataset.settings ? JSON.parse(details.dataset.settings) : {};
+      return Promise.resolve(make(root, { base: base, settings: settings })).then(function () {
         body.dataset.state = "ready";
       });
     }).catch(function (err) {
