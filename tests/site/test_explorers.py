@@ -401,6 +401,7 @@ def check_ch06(driver, base):
             )
         mixed = sum(int((wrong[a].floor() != torch.arange(1, 4)[:, None]).any(1).sum()) for a in range(h))
         assert f"Wrong split: {mixed} of {h * 3} rows" in live_text(driver, root)
+        assert live_text(driver, root).startswith(f"{h} head{'s' if h > 1 else ''} of {8 // h} features")
         assert (mixed == 0) == (h == 1)
     shoot(driver, root, "ch06")
 
@@ -425,6 +426,12 @@ def check_ch08(driver, base):
             seen = min(step * tile, 12)
             state = states[step - 1]
             assert page[-1, 0] == seen == state.seen
+            shown_count = driver.execute_script(
+                "const r = arguments[0].querySelector('table[data-name=\"steps\"]').tBodies[0].rows;"
+                "return r[r.length - 1].querySelector('td').textContent;",
+                root,
+            )
+            assert shown_count == str(seen), f"keys read shown as {shown_count!r}, a count"
             np.testing.assert_allclose(page[-1, [1, 3]], [state.m, state.l], rtol=1e-9)
             np.testing.assert_allclose(page[-1, 4:6], state.acc, rtol=1e-9, atol=1e-12)
             so_far = (
@@ -1022,3 +1029,22 @@ def test_the_pages_answer_box_reads_numbers_as_the_notebook_does():
         assert got == number_readings(text), (text, got, number_readings(text))
     assert page[0] == page[1] == page[3] == [1050624]
     assert page[NUMBER_TEXTS.index("2,828")] == [2828, 2.828]
+
+
+def test_explorer_numbers_use_minus_signs_exponents_included():
+    """common.js's C.fmt: every minus, the exponent's too, is U+2212 (not a hyphen)."""
+    import shutil
+    import subprocess
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("Node.js is not installed: the browser tests read the same numbers")
+    script = (
+        "global.window = {};"
+        f"require({json.dumps(str(ROOT / 'book' / '_static' / 'explorers' / 'common.js'))});"
+        "const C = window.CourseExplorers;"
+        "const xs = [-1.5e-5, -2.25, 3e-7, -Infinity, 0.5];"
+        "console.log(JSON.stringify(xs.map(x => C.fmt(x))));"
+    )
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == ["\u22121.500e\u22125", "\u22122.2500", "3.000e\u22127", "\u2212inf", "0.5000"]

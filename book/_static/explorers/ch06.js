@@ -53,7 +53,7 @@
         wrong.appendChild(C.table({ name: "wrong-" + a2, caption: "head " + (a2 + 1), cols: cn, rows: tokens, values: bad[a2],
           digits: 1, shade: function (v) { return Math.floor(v) / (L + 1); } }));
       }
-      live.textContent = h + " heads of " + d + " features. Right split: every row of every head is one token. Wrong split: " +
+      live.textContent = h + (h === 1 ? " head of " : " heads of ") + d + " features. Right split: every row of every head is one token. Wrong split: " +
         badRows + " of " + h * L + " rows hold another token's features" + (badRows ? "." : " (with one head the two agree).");
     }
     update();

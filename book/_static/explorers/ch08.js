@@ -51,7 +51,7 @@
         values: [scores], digits: 2, shade: function (v, i, j) { return j < s.done ? 0.35 : 0; } }));
       tables.appendChild(C.table({ name: "steps", caption: "The running state after each tile",
         cols: ["keys read", "m", "rescale exp(m_old \u2212 m)", "l", "acc\u2081", "acc\u2082", "acc\u2081 / l", "acc\u2082 / l"],
-        rows: labels, values: rows }));
+        rows: labels, values: rows, text: function (v, i, j) { return j === 0 ? String(v) : C.fmt(v); } }));
       tables.appendChild(C.table({ name: "full", caption: "The full softmax's output (all 12 keys at once)",
         cols: ["first", "second"], rows: ["softmax"], values: [full] }));
       next.disabled = s.done >= N;

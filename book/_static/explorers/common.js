@@ -25,7 +25,7 @@
     if (Number.isNaN(x)) return "NaN";
     var d = digits === undefined ? 4 : digits;
     var s = Math.abs(x) >= 1e5 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(d - 1) : x.toFixed(d);
-    return s.replace("-", "\u2212");
+    return s.replace(/-/g, "\u2212"); /* minus signs, the exponent's too */
   };
 
   /* A range slider with its label and the value shown beside it. */
@@ -80,7 +80,8 @@
     return p;
   };
 
-  /* A table of numbers: rows x cols, each cell showing the value rounded and holding it exactly. */
+  /* A table of numbers: rows x cols, each cell showing the value rounded (or as o.text(v, i, j)
+   * writes it) and holding it exactly. */
   C.table = function (o) {
     var wrap = C.el("div", { class: "ce-table-wrap", tabindex: "0", role: "region", "aria-label": o.caption });
     var table = C.el("table", { class: "ce-table", "data-name": o.name });
@@ -94,7 +95,8 @@
     o.values.forEach(function (row, i) {
       var tr = C.el("tr", {}, C.el("th", { scope: "row", text: o.rows ? o.rows[i] : String(i) }));
       row.forEach(function (v, j) {
-        var td = C.el("td", { "data-value": String(v), "data-row": i, "data-col": j, text: C.fmt(v, o.digits) });
+        var text = o.text ? o.text(v, i, j) : C.fmt(v, o.digits); /* o.text: a column of counts, say */
+        var td = C.el("td", { "data-value": String(v), "data-row": i, "data-col": j, text: text });
         if (o.shade) {
           var a = Math.max(0, Math.min(1, o.shade(v, i, j)));
           var bg = C.shadeColor(a);
