@@ -130,6 +130,42 @@ def _rope_with(freq_exp=2.0, sign=1.0, start=0, halves=False):
     return rotate
 
 
+def _rope_float32_angles(x):
+    """RoPE with the angles in float32 (torch's default arange and powers), the rotation in x's dtype."""
+    L, E = x.shape[-2], x.shape[-1]
+    p = torch.arange(L, dtype=torch.float32)[:, None]
+    theta = 10000.0 ** (-torch.arange(0, E, 2, dtype=torch.float32) / E)
+    phi = p * theta  # float32 (L, E/2)
+    cos, sin = torch.cos(phi).to(x.dtype), torch.sin(phi).to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+FLOAT64_TOLERANCE = 1e-10  # float64 work on a float64 x: every right way of writing it is far closer
+FLOAT32_WORK = "correct to float32's precision only"
+
+
+def _rope_precision(expected, got, exercise):
+    """ex-09-2's text asks for x's precision: a float64 x is compared to about 1e-10 in float64
+    (float32 work, ~1e-7 off at position 40, fails and is told so; a float32 result too), a
+    float32 x at float32's precision (compare_outputs never goes below 16 of its epsilons)."""
+    arrays = isinstance(expected, np.ndarray) and isinstance(got, np.ndarray)
+    if not arrays or expected.dtype != np.float64:
+        return compare_outputs(expected, got, exercise.rtol, exercise.atol)
+    if got.dtype.kind == "f" and got.dtype != np.float64:
+        return False, (
+            f"expected float64 values for a float64 x, got {got.dtype}: the dtype is not kept, "
+            f"so the result is {FLOAT32_WORK} (compute in x's dtype, or finer, and give float64 back)"
+        )
+    ok, message = compare_outputs(expected, got, exercise.rtol, exercise.atol)
+    if not ok and got.shape == expected.shape and compare_outputs(expected, got, 1e-6, 1e-6)[0]:
+        return False, (
+            f"{message}: {FLOAT32_WORK} (float32 work on a float64 x, the angles or the rotation "
+            "computed in float32): for a float64 x, compute in float64"
+        )
+    return ok, message
+
+
 def _rope_inputs(shape, seed, dtype=torch.float64):
     def make():
         g = torch.Generator().manual_seed(seed)
@@ -175,6 +211,13 @@ register(
                 _rope_with(start=1),
                 "the first row is position 0 and must come out unchanged.",
             ),
+            Misconception(
+                "angles computed in float32: float32's precision on a float64 x",
+                _rope_float32_angles,
+                "torch.arange and the powers of 10000 are float32 by default: make the positions "
+                "and the frequencies in x's dtype (dtype=x.dtype), so that a float64 x is rotated "
+                "in float64.",
+            ),
         ],
         hints=(
             "RoPE is a rotation in each 2-D plane of neighbouring features, by an angle that grows with the "
@@ -185,8 +228,9 @@ register(
             "is (a cos - b sin, a sin + b cos) of that angle, written back into the same two columns.",
         ),
         forbidden=_POSITIONS,
-        rtol=1e-6,
-        atol=1e-6,
+        rtol=FLOAT64_TOLERANCE,
+        atol=FLOAT64_TOLERANCE,
+        compare=_rope_precision,
     )
 )
 

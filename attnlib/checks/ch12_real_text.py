@@ -80,6 +80,7 @@ register(
             {
                 "peak 0.01, 4 warm-up steps of 20, down to 0.001": (0.01, 4, 20, 0.001),
                 "peak 1.0, 3 warm-up steps of 10, down to 0": (1.0, 3, 10, 0.0),
+                "no warm-up (warmup_steps = 0), 8 steps, down to 0.1": (1.0, 0, 8, 0.1),
                 "hidden: no warm-up (0 steps), 12 steps, down to 0.1": (1.0, 0, 12, 0.1),
                 "hidden: one warm-up step of 7": (0.5, 1, 7, 0.05),
                 "hidden: warm-up only (5 of 5 steps)": (2.0, 5, 5, 0.0),
@@ -156,6 +157,15 @@ def _tied_rows():
     return logits, 2
 
 
+def _visible_ties():
+    """Every rule of the text has a visible case (issue 43.4): ties with the k-th largest are kept,
+    so these rows keep 3 and 4 logits for k = 2."""
+    logits = torch.tensor(
+        [[0.5, 2.0, 1.0, 2.0, -1.0, 2.0], [4.0, 1.0, 1.0, 1.0, 0.0, -2.0]], dtype=torch.float64
+    )
+    return logits, 2
+
+
 def _top_k_zero(logits, k):
     if k >= logits.shape[-1]:
         return logits
@@ -207,6 +217,10 @@ register(
             {
                 "3 rows of 8 logits, k = 3": ((3, 8), 0, 3),
                 "one row of 65 logits, k = 5": ((1, 65), 1, 5),
+                "a batch (2, 2, 6) of rows, k = 2": ((2, 2, 6), 10, 2),
+                "ties with the k-th largest kept (rows keep 3 and 4 for k = 2)": _visible_ties,
+                "k equal to the row's length (4): every logit kept": ((2, 4), 8, 4),
+                "k larger than the row's length (k = 6, 4 logits): every logit kept": ((2, 4), 9, 6),
                 "hidden: a batch (2, 3, 10), k = 4": ((2, 3, 10), 2, 4),
                 "hidden: k = 1 (greedy)": ((4, 6), 3, 1),
                 "hidden: k equal to the vocabulary (nothing removed)": ((2, 7), 4, 7),
@@ -349,6 +363,7 @@ register(
             {
                 "one head, T = 4 (8 positions)": ((1,), 4, 0),
                 "an induction head, T = 4": _an_induction_head,
+                "a batch of 2 sequences and 2 heads (2, 2, 6, 6)": ((2, 2), 3, 5),
                 "hidden: a batch of 2 sequences and 3 heads (2, 3, 10, 10)": ((2, 3), 5, 1),
                 "hidden: T = 1 (2 positions)": ((2,), 1, 2),
                 "hidden: weights that are not causal": lambda: _attention((1, 2), 3, 3, causal=False),

@@ -20,7 +20,8 @@ page takes. Its root holds
 
 Gradescope's format (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
 ``results.json`` has a top-level ``score`` (it overrides the sum of the tests),
-``execution_time``, ``output`` and ``tests``; each test a ``name``, ``score``,
+``output`` and ``tests`` (its optional ``execution_time`` we never write: the learner's
+code controls a run's time, issue 43.3); each test a ``name``, ``score``,
 ``max_score``, ``output``, ``status`` and ``visibility`` (``visible``, ``hidden``,
 ``after_due_date`` or ``after_published``). We write two tests per exercise:
 its visible cases (``visible``) and its hidden cases (``after_published``).

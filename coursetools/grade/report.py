@@ -59,7 +59,8 @@ def pending_record(student: str, file: str, assignment_points: dict[str, float])
 
 def short_notes(record: Record) -> str:
     """The gradebook's ``notes``: incidents and review reasons, cells named as the learner sees them."""
-    parts = list(record.incidents or []) + list(record.review)
+    early = _before_hidden(record)
+    parts = [fixed_incident(str(t), early) for t in record.incidents or []] + list(record.review)
     if record.status is Status.UNREADABLE:
         parts += record.notes
     return "; ".join(relabel(parts, record.cell_labels))[:300]
@@ -186,18 +187,59 @@ def hidden_labels(record: Record) -> list[tuple[str, str, str]]:
     return out
 
 
+# After (and during) a hidden case, nothing the learner's code controls reaches the learner
+# (issue 43.3): not an exception's type name (a class named after the inputs), nor the line an
+# error was raised at, nor a process's exit code or signal, nor the time it took. What the
+# learner reads there is a fixed vocabulary: an error, a wrong output, a timeout, a crash.
+CRASHED = "the process crashed"
+_EXIT = re.compile(r"the process (?:exited with code -?\d+|was killed by [\w ]+|died)\b")
+# the verdicts' own words (coursetools.grade.verdict): no learner text in them
+_FIXED = re.compile(
+    r"did not finish within [\d.e+]+ s|not run: an earlier case of this exercise (?:did not finish|crashed "
+    r"the process)|the process died while running this case \(os\._exit, a crash, or the memory limit\)"
+    r"|not attempted yet|not allowed: the answer uses [\w., ]+, an existing implementation of what it "
+    r"computes \(scores 0[^()]*\)"
+)
+RAISED = f"raised an error ({WITHHELD})"
+WRONG_OUTPUT = f"a wrong output ({WITHHELD})"
+
+
+def _before_hidden(record: Record) -> set[str]:
+    """The incident prefixes (``ex, case 'name'``) of the visible cases that ran before every hidden
+    case: only there may an incident keep the process's own words (its exit code, its signal)."""
+    late = after_hidden(record)
+    return {
+        f"{ex_id}, case {case.case!r}"
+        for ex_id, ex in record.exercises.items()
+        for case in ex.cases
+        if not case.hidden and (ex_id, case.case) not in late
+    }
+
+
+def fixed_incident(text: str, early: set[str]) -> str:
+    """An incident with the process's exit code or signal replaced by "the process crashed",
+    unless it names a visible case in ``early`` (:func:`_before_hidden`)."""
+    where = text.split(":", 1)[0]
+    if where in early:
+        return text
+    return _EXIT.sub(CRASHED, text)
+
+
 def learner_incidents(record: Record, show_hidden_inputs: bool = False) -> list[str]:
     """The record's incidents as the learner may read them (the instructor's are unchanged):
-    a hidden case named by its label, a process's last output withheld."""
+    a hidden case named by its label, a process's last output withheld, and its exit code or
+    signal replaced by "the process crashed" wherever it may follow a hidden case."""
     texts = [str(t) for t in record.incidents or []]
     if show_hidden_inputs:
         return texts
     labels = hidden_labels(record)
+    early = _before_hidden(record)
     out = []
     for text in texts:
         if text.startswith("last output:"):
             out.append(f"last output: {WITHHELD}")
             continue
+        text = fixed_incident(text, early)
         for ex_id, name, label in labels:
             text = text.replace(f"{ex_id}, case {name!r}", f"{ex_id}, {label}")
         for _ex_id, name, _label in sorted(labels, key=lambda x: -len(x[1])):
@@ -220,11 +262,12 @@ def after_hidden(record: Record) -> set[tuple[str, str]]:
 
 
 def learner_message(message: str, withheld: bool) -> str:
-    """A case's message as the learner reads it: an error raised after hidden cases were evaluated
-    keeps only its type (``raised ValueError``)."""
-    if not withheld or not message.startswith("raised "):
+    """A case's message as the learner reads it. ``withheld`` (a hidden case's, or one evaluated
+    after hidden cases): the verdict's own words stay, anything else becomes a fixed phrase (an
+    error, a wrong output), without the error's type or text, or the values the output held."""
+    if not withheld or not message or _FIXED.fullmatch(message):
         return message
-    return f"{message.split(':', 1)[0]} ({WITHHELD})"
+    return RAISED if message.startswith("raised ") else WRONG_OUTPUT
 
 
 def case_label(case, hidden_number: int, show_hidden_inputs: bool) -> str:
@@ -362,10 +405,12 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
     if record.cell_errors:
         lines += ["## Cells that raised an error", ""]
         for err in record.cell_errors:
+            if err.get("after_hidden") and not show_hidden_inputs:
+                # its type, line and text are the learner's code's to choose: none of them is shown
+                lines.append(f"- {cell_label(labels, err.get('cell'))}: {RAISED}")
+                continue
             at = f", line {err['line']}" if isinstance(err.get("line"), int) else ""
             text = f": {md_code(err['text'])}" if err.get("text") else ""
-            if text and err.get("after_hidden") and not show_hidden_inputs:
-                text = f" ({WITHHELD})"
             lines.append(
                 f"- {cell_label(labels, err.get('cell'))}{at}: {md_code(err.get('etype') or '?')}{text}"
             )

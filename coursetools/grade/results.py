@@ -2,9 +2,11 @@
 
 Gradescope's format (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
 ``results.json`` has a top-level ``score`` (it overrides the sum of the tests),
-``execution_time``, ``output`` and ``tests``; each test a ``name``, ``score``,
-``max_score``, ``output``, ``status`` and ``visibility``. We write two tests per exercise:
-its visible cases (``visible``) and its hidden cases (``after_published``).
+``output`` and ``tests``; each test a ``name``, ``score``, ``max_score``, ``output``,
+``status`` and ``visibility``. We write two tests per exercise: its visible cases
+(``visible``) and its hidden cases (``after_published``). The optional ``execution_time``
+is not written (issue 43.3): a run's time is the learner's code's to choose (a sleep as
+long as a hidden input's value), and the learner reads this file.
 :mod:`.publish` writes it for every learner; the autograder archive and its run are
 :mod:`.gradescope`'s.
 """
@@ -138,7 +140,6 @@ def results_json(grade: Grade, show_hidden_inputs: bool = False) -> dict:
         final = automatic + sum((a.after or 0.0) - (a.before or 0.0) for a in grade.adjustments)
     return {
         "score": _round(final),
-        "execution_time": int(round(float(record.seconds or 0))),
         "output": "\n".join(summary),
         "visibility": "visible",
         "stdout_visibility": "hidden",

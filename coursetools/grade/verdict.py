@@ -27,6 +27,12 @@ from coursetools.grade.record import Case, CaseStatus, ExerciseResult, Record, S
 from coursetools.grade.wire import WireError, decode
 
 ERROR = CaseStatus.ERROR.value  # a CaseResult's status is the plain word (it is stored as JSON)
+DIED_HINT = "run the function on the case's inputs in a fresh kernel"
+# a hidden case's inputs are never shown: its hint asks for nothing the learner cannot see (issue 43.4)
+DIED_HINT_HIDDEN = (
+    "this case's inputs are hidden: run the function in a fresh kernel on inputs of your own like "
+    "the visible cases', larger ones too, and look for what ends the process (os._exit, memory)"
+)
 
 # Verdicts compute references in the grader's process, from several job threads. A
 # reference or a case may draw from (or seed) a global random generator, or import a
@@ -106,7 +112,7 @@ def _judge(exercise: Exercise, case, event: CaseEvent, settings) -> CaseResult |
                 case.name,
                 ERROR,
                 "the process died while running this case (os._exit, a crash, or the memory limit)",
-                hint="run the function on the case's inputs in a fresh kernel",
+                hint=DIED_HINT_HIDDEN if case.hidden else DIED_HINT,
                 hidden=case.hidden,
             )
     except Exception as exc:  # noqa: BLE001 - a verdict must never crash the grader

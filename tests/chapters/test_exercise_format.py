@@ -331,8 +331,9 @@ def test_float32_answer_is_judged_at_float32_precision():
 
 
 # Exercises whose text asks for the input's own dtype back (ex-09-4: "the same shape and dtype
-# as x"): there a float32 answer to a float64 input breaks a stated rule and must fail, naming it.
-KEEPS_INPUT_DTYPE = {"ex-09-4"}
+# as x"; ex-09-2: "computed in x's precision", float64 values for a float64 x): there a float32
+# answer to a float64 input breaks a stated rule and must fail, naming it.
+KEEPS_INPUT_DTYPE = {"ex-09-2", "ex-09-4"}
 
 
 def test_float32_answers_pass_every_exercise_with_large_inputs():

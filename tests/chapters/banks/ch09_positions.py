@@ -96,9 +96,22 @@ def rope_with_library(x):
 
 def rope_complex(x):
     L, E = x.shape[-2], x.shape[-1]
-    theta = torch.arange(L, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, E, 2) / E)
+    k2 = torch.arange(0, E, 2, dtype=torch.float64)  # float64 frequencies: float64 work on a float64 x
+    theta = torch.arange(L, dtype=torch.float64)[:, None] * 10000.0 ** (-k2 / E)
     z = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], E // 2, 2).contiguous())
     return torch.view_as_real(z * torch.polar(torch.ones_like(theta), theta)).flatten(-2).to(x.dtype)
+
+
+def rope_float32_frequencies(x):
+    """Right formula, but the frequencies come from torch's default dtype (float32): on a float64
+    x the rows at position 39 are about 1e-7 off, float32's precision where float64's is asked."""
+    L, E = x.shape[-2], x.shape[-1]
+    freq = torch.exp(-(2 * torch.arange(E // 2) / E) * math.log(10000.0))  # float32
+    phi = torch.arange(L)[:, None] * freq  # float32 (L, E/2)
+    out = x.clone()
+    out[..., 0::2] = x[..., 0::2] * torch.cos(phi) - x[..., 1::2] * torch.sin(phi)
+    out[..., 1::2] = x[..., 0::2] * torch.sin(phi) + x[..., 1::2] * torch.cos(phi)
+    return out
 
 
 def rope_loop(x):
@@ -256,6 +269,7 @@ WRONG = [
     Wrong("ex-09-2", rope_rotate_half, "pairs the two halves"),
     Wrong("ex-09-2", rope_positions_from_one, "counted from 1"),
     Wrong("ex-09-2", rope_with_library, "not allowed"),
+    Wrong("ex-09-2", rope_float32_frequencies, "float32's precision"),
     Wrong("ex-09-3", alibi_slopes_from_zero, "slopes start at h = 0"),
     Wrong("ex-09-3", alibi_positive, "sign flipped"),
     Wrong("ex-09-3", alibi_no_causal_mask, "future keys get 0"),
