@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/shard_class.py                 # 200 submissions, 4 shards, 2 jobs each
     .venv/bin/python benchmarks/shard_class.py --n 2000        # the issue's class (about 10x longer)
     .venv/bin/python benchmarks/shard_class.py --no-baseline   # the shards and the merge only
+    .venv/bin/python benchmarks/shard_class.py --replot        # redraw the plot of the JSON
 
 The class is chapter 00's exercise (``tests/grader/fake_class.py``), the quickest to grade:
 half the submissions the correct answer, half a partial one, each a full exercise notebook
@@ -147,7 +148,9 @@ def plot(result: dict, path: Path) -> None:
     sizes = ", ".join(str(s["submissions"]) for s in result["shards"])
     fig.suptitle(
         f"{result['n']} submissions of {result['assignment']} in {len(result['shards'])} shares "
-        f"({sizes}), {result['jobs']} jobs each, {result['machine']['cpus']} CPUs"
+        f"({sizes}), {result['jobs']} jobs each\n{result['machine']['cpus']} CPUs shared with other jobs "
+        f"(load average {result['load_before']:g} before, {result['load_after']:g} after)",
+        fontsize=10,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -163,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the one-machine run")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "shard_class.json")
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and the folders here")
+    parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the plot of --out")
     args = parser.parse_args(argv)
+    if args.replot:
+        plot(json.loads(args.out.read_text(encoding="utf-8")), args.out.with_suffix(".png"))
+        return 0
 
     work = Path(tempfile.mkdtemp(prefix="shard-class-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
