@@ -84,7 +84,7 @@ class _Pickler(pickle.Pickler):
     def _buffer(self, key: tuple, raw) -> _Buffer:
         found = self._buffers.get(key)
         if found is None:
-            found = self._buffers[key] = _Buffer(raw())
+            found = self._buffers[key] = _Buffer(raw(), key[0])
         return found
 
     def _tensor(self, torch, t):
@@ -101,7 +101,7 @@ class _Pickler(pickle.Pickler):
         if not plain:
             return NotImplemented  # torch's own way; dumps refuses what does not come back the same
         storage = t.untyped_storage()
-        key = ("storage", storage.data_ptr(), storage.nbytes())
+        key = ("storage" if storage.resizable() else "fixed storage", storage.data_ptr(), storage.nbytes())
         return _rebuild_tensor, (
             self._buffer(key, lambda: _storage_bytes(torch, storage)),
             str(t.dtype).removeprefix("torch."),
@@ -134,28 +134,47 @@ class _Pickler(pickle.Pickler):
 
 
 def _storage_bytes(torch, storage) -> bytes:
-    """The bytes of a CPU storage (``bytes(storage)`` reads them one by one in Python)."""
-    return torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes()
+    """The bytes of a CPU storage (``bytes(storage)`` reads them one by one in Python), read from
+    a copy: a NumPy view of the storage itself would make it fixed-size for good."""
+    return torch.empty(0, dtype=torch.uint8).set_(storage).clone().numpy().tobytes()
 
 
 class _Buffer:
     """The bytes of one storage (or array base), pickled once however many views use it."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "kind")
 
-    def __init__(self, raw: bytes):
+    def __init__(self, raw: bytes, kind: str):
         self.raw = raw
+        self.kind = kind  # "array", "storage" (resizable, torch's own) or "fixed storage"
 
     def __reduce__(self):
-        return _rebuild_buffer, (self.raw,)
+        if self.kind == "array":
+            return _rebuild_buffer, (self.raw,)
+        return _rebuild_storage, (self.raw, self.kind == "storage")
 
 
 def _rebuild_buffer(raw: bytes):
-    """Fresh, aligned, writable memory holding ``raw`` (a NumPy array of bytes) that every view
-    rebuilt from it shares."""
+    """Fresh, aligned, writable memory holding ``raw`` (a NumPy array of bytes) that every array
+    rebuilt from it views."""
     import numpy as np
 
     return np.frombuffer(raw, dtype=np.uint8).copy()
+
+
+def _rebuild_storage(raw: bytes, resizable: bool):
+    """A fresh storage holding ``raw``, as a byte tensor: every tensor rebuilt from it uses its
+    storage. Resizable (torch's own memory) where the case's was, else fixed (a parameter's)."""
+    import numpy as np
+    import torch
+
+    if resizable:
+        return (
+            torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone()
+            if raw
+            else torch.empty(0, dtype=torch.uint8)
+        )
+    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8).copy())
 
 
 def _rebuild_tensor(buffer, dtype, offset, shape, stride, requires_grad, grad, parameter):
@@ -163,7 +182,7 @@ def _rebuild_tensor(buffer, dtype, offset, shape, stride, requires_grad, grad, p
     shape, strides, ``requires_grad``, ``.grad``, and whether it is a ``Parameter``."""
     import torch
 
-    storage = torch.from_numpy(buffer).untyped_storage()
+    storage = buffer.untyped_storage()
     t = torch.empty(0, dtype=getattr(torch, dtype)).set_(storage, offset, shape, stride)
     if parameter:
         t = torch.nn.Parameter(t, requires_grad=requires_grad)
@@ -353,6 +372,7 @@ class _Walk:
             t.stride(),
             t.storage_offset(),
             storage.nbytes(),
+            storage.resizable(),
             self.shared(("storage", storage.data_ptr(), storage.nbytes()), storage.nbytes()),
             t.requires_grad,
             t.is_leaf,

@@ -118,6 +118,8 @@ class _Compare:
             self.fail(path, f"is_contiguous {a.is_contiguous()} became {b.is_contiguous()}")
         if a.untyped_storage().nbytes() != b.untyped_storage().nbytes():
             self.fail(path, "its storage changed size")
+        if a.untyped_storage().resizable() != b.untyped_storage().resizable():
+            self.fail(path, "its storage is resizable in one and not the other")
         self.same_memory(
             path, a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr(), a.untyped_storage().nbytes()
         )
