@@ -6,7 +6,8 @@ written in the prose—contains a ``{glue}`` role (``{glue:text}`key``` and its 
 is glued by a code cell of the same notebook: a value of the chapter's own run, a spread
 ("0.74 here; 0.70-0.86 over ..."), or the statement of a predicate that the same cell checks
 with ``spread.check`` and an assert on the run (for example the glued conditions of the
-spread, "in every run ({glue:text}`n_runs`)").
+spread, "{glue:text}`every_seed`", which ``Spread.check`` returns as "in all 5 seeds" or
+"in 3 of 3 seeds": seeds, not runs, are counted; tests/chapters/test_controls.py).
 
 Not prose, so not scanned: inline code, math (``$...$``), roles such as ``{cite}`` and
 ``{doc}``, links' targets, "chapter 01"/"chapters 02-06" and "Fig. 7" (a place in the course
