@@ -192,6 +192,41 @@ def _starters(assignment: Path | None, functions: dict[str, str]) -> dict[str, s
     return similarity.answer_sources(Path(assignment), functions)
 
 
+def _written_rows(final: ClassScores, submissions: int) -> list[list]:
+    """The rows of the written questions (graded by hand) in the table of scores."""
+    rows: list[list] = []
+    for question, top in final.info.manual.items():
+        values = [float(v) for g in final.grades if (v := g.scores.get(question)) is not None]
+        rows.append(
+            [
+                question,
+                "written answer, graded by hand",
+                _number(top),
+                _number(statistics.mean(values)) if values else "-",
+                _number(statistics.median(values)) if values else "-",
+                sum(v >= top - 1e-9 for v in values),
+                sum(v <= 1e-9 for v in values),
+                submissions - len(values),
+            ]
+        )
+    return rows
+
+
+def _written_note(final: ClassScores) -> str:
+    """What is left to score by hand, and the commands that do it (empty when nothing is)."""
+    left = {q: sum(g.scores.get(q) is None for g in final.grades) for q in final.info.manual}
+    left = {q: n for q, n in left.items() if n}
+    if not left:
+        return ""
+    which = ", ".join(f"{q} ({n} of {len(final.grades)} not scored yet)" for q, n in left.items())
+    return (
+        f"<p class=note>Written questions: {_e(which)}. Their totals are not final: run "
+        "<code>python -m coursetools.grade manual OUT</code>, fill the points and comments of "
+        "<code>OUT/manual/&lt;question&gt;.csv</code>, then <code>python -m coursetools.grade "
+        "overrides OUT</code>.</p>"
+    )
+
+
 def mistakes_by_exercise(records: Iterable[Record]) -> dict[str, Counter]:
     """``{exercise: Counter({misconception: number of students who showed it})}``."""
     found: dict[str, Counter] = {}
@@ -204,12 +239,17 @@ def mistakes_by_exercise(records: Iterable[Record]) -> dict[str, Counter]:
 
 
 def build_report(
-    final: ClassScores, assignment: Path | None = None, flags: list[similarity.Flag] | None = None
+    final: ClassScores,
+    assignment: Path | None = None,
+    flags: list[similarity.Flag] | None = None,
+    folder: Path | None = None,
 ) -> str:
     """The page for a class's final scores (:class:`coursetools.grade.scores.ClassScores`):
     every number on it is the one of grades.csv and the feedback. ``assignment``: the exercise
     notebook (its starter code is left out of the near-identical answers); ``flags``: those
-    answers' pairs, when already found (by default the answers are read again and compared)."""
+    answers' pairs, when already found (by default the answers are read again and compared:
+    with ``folder``, the class's output folder, only the notebooks not read before, within the
+    class's budget, :func:`~coursetools.grade.parse_worker.read_record_answers`)."""
     grades = final.grades
     records = [grade.record for grade in grades]
     assignment_name = final.info.assignment
@@ -241,13 +281,13 @@ def build_report(
     similar_note = ""
     if flags is None:
         try:
-            read, skipped = read_record_answers(records, functions)
+            read, skipped = read_record_answers(records, functions, out=folder)
             answers = {student: got["normal"] for student, got in read.items()}
             flags = similarity.flag_normals(answers, _starters(assignment, functions))
             if skipped:
                 similar_note = (
-                    f"{len(skipped)} notebook{'' if len(skipped) == 1 else 's'} could not be read again "
-                    "for this search (changed since grading, a link, too large or too slow to read): "
+                    "Not every notebook was read again for this search (changed since grading, a link, "
+                    "too large or too slow to read, or the class's time for it spent): "
                     + "; ".join(skipped[:20])
                 )
         except Exception as exc:  # noqa: BLE001 - one section must never cost the whole report
@@ -301,6 +341,7 @@ def build_report(
                     len(records) - len(values),
                 ]
             )
+        rows += _written_rows(final, len(records))
         out.append(
             _table(
                 "Scores per exercise",
@@ -311,6 +352,7 @@ def build_report(
         )
     else:
         out.append("<p>No exercise was graded.</p>")
+    out.append(_written_note(final))
     out.append("</section>")
     # statuses
     out.append('<section aria-labelledby="statuses"><h2 id="statuses">Statuses</h2>')

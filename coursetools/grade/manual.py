@@ -147,7 +147,7 @@ def collect(out: Path, anonymise: bool = False) -> list[Path]:
     found_all: dict[str, dict] = {}
     if info.manual:
         listed = [r for s in students if (r := records.get(s)) is not None]
-        found_all, skipped = read_record_answers(listed, {}, list(info.manual))
+        found_all, skipped = read_record_answers(listed, {}, list(info.manual), out=layout.root)
         for line in skipped:
             print(f"manual: {terminal(line)}")
     for student in students:

@@ -43,6 +43,7 @@ from typing import IO
 
 from coursetools.grade.paths import ROOT
 from coursetools.grade.record import Record, Status
+from coursetools.grade.store import AnswerCache, answers_key
 
 HEADER_BYTES = 8
 MAX_REPLY_BYTES = 512 << 20  # a plan holds the notebook's code (64 MiB at most) once
@@ -199,13 +200,15 @@ class NotebookReader:
         self._ready = False
         self.started += 1
 
-    def read(self, path: Path, assignment, seconds: float) -> Reading:
-        """Read the notebook at ``path`` and build its plan for ``assignment``, within ``seconds``.
+    def read(self, path: Path, assignment, seconds: float, deadline: float | None = None) -> Reading:
+        """Read the notebook at ``path`` and build its plan for ``assignment``, within ``seconds``
+        (and before ``deadline``, a :func:`time.monotonic` time, when given: the submission's
+        ``--timeout-total``, which the grace for the worker's CPU limit never extends).
 
         Raises :class:`ReadFailed` when the worker runs past ``seconds`` (wall or CPU), past its
         memory, dies, or cannot start; the worker is then replaced before the next request.
         """
-        reply = self._call(read_request(path, assignment), seconds)
+        reply = self._call(read_request(path, assignment), seconds, deadline)
         if reply.get("unreadable") is not None:
             return Reading(unreadable=str(reply["unreadable"]))
         return Reading(None, reply["plan"], reply["notes"], reply["review"], reply["labels"])
@@ -270,10 +273,17 @@ class NotebookReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _call(self, request: dict, seconds: float) -> dict:
+    def _call(self, request: dict, seconds: float, deadline: float | None = None) -> dict:
         if not seconds > 0:
             raise ReadFailed("no time was left to read the notebook")
         self._wait_ready()
+        if deadline is not None:
+            seconds = min(seconds, deadline - time.monotonic())
+            if not seconds > 0:
+                raise ReadFailed("no time was left to read the notebook")
+        wait_until = time.monotonic() + seconds + GRACE_SECONDS
+        if deadline is not None:
+            wait_until = min(wait_until, deadline)
         request["cpu_s"] = seconds
         proc = self._running()
         stdin, stdout = _pipes(proc)
@@ -283,7 +293,7 @@ class NotebookReader:
             self._discard()
             raise ReadFailed(f"the notebook reader {self._ended(proc)} before it was asked") from None
         try:
-            reply = _receive(stdout.fileno(), time.monotonic() + seconds + GRACE_SECONDS)
+            reply = _receive(stdout.fileno(), wait_until)
         except TimeoutError:
             self._discard()
             raise ReadFailed(
@@ -354,6 +364,9 @@ class NotebookReader:
 
 ANSWER_SECONDS = 10.0  # reading one graded notebook's answers again (ms for a notebook of the course)
 ANSWER_MEMORY_MB = 1024
+# reading a class's notebooks again, in all, per command (what was read is cached in OUT: the next
+# command goes on from there); a command never waits longer than this for the similarity pass
+CLASS_ANSWER_SECONDS = 60.0
 
 
 def read_answers(
@@ -362,6 +375,8 @@ def read_answers(
     questions: Sequence[str] = (),
     seconds: float = ANSWER_SECONDS,
     memory_mb: int = ANSWER_MEMORY_MB,
+    budget: float | None = None,
+    on_read=None,
 ) -> tuple[dict[str, dict], list[str]]:
     """The answers of graded notebooks, for the report's similarity pass and ``manual``.
 
@@ -369,22 +384,36 @@ def read_answers(
     read (never an unreadable one). Each is read in one :class:`NotebookReader` (started only
     when there is one to read), under ``seconds`` of CPU and wall time and the worker's memory
     cap, opened with ``O_NOFOLLOW`` (a symbolic link is never followed), at most the grader's
-    notebook size, and only when its bytes still have the record's digest. Returns ``{student:
+    notebook size, and only when its bytes still have the record's digest. ``budget``: the
+    seconds all of them may take (the rest is skipped, with one line that says so);
+    ``on_read(student, answers)`` is called for each notebook read. Returns ``{student:
     {"normal", "written"}}`` and what was skipped, and why (one line per learner)."""
     results: dict[str, dict] = {}
     problems: list[str] = []
     if not wanted:
         return results, problems
+    end = None if budget is None else time.monotonic() + budget
     with NotebookReader(memory_mb) as reader:
-        for student, path, digest in wanted:
+        for done, (student, path, digest) in enumerate(wanted):
+            each = seconds if end is None else min(seconds, end - time.monotonic())
+            if each <= 0:
+                left = len(wanted) - done
+                problems.append(
+                    f"{left} notebook{'' if left == 1 else 's'} not read again: the class's "
+                    f"{budget:g} s for reading answers again was spent (what was read is kept in "
+                    "OUT; run the command again to go on)"
+                )
+                break
             try:
-                got = reader.answers(Path(path), digest, functions, list(questions), seconds)
+                got = reader.answers(Path(path), digest, functions, list(questions), each)
             except ReaderDidNotStart as exc:
                 problems.append(f"answers not read again: {exc}")
                 break
-            except ReadFailed as exc:
+            except ReadFailed as exc:  # a limit under load, perhaps: tried again next time
                 problems.append(f"{student}: answers not read again ({exc})")
                 continue
+            if on_read is not None:  # the answers, or why the file was not read (it stays so)
+                on_read(student, got)
             if "skipped" in got:
                 problems.append(f"{student}: answers not read again ({got['skipped']})")
                 continue
@@ -397,18 +426,53 @@ READ_STATUSES = frozenset({Status.GRADED, Status.NEEDS_REVIEW, Status.TIMEOUT, S
 
 
 def read_record_answers(
-    records: Iterable[Record], functions: dict[str, str], questions: Sequence[str] = ()
+    records: Iterable[Record],
+    functions: dict[str, str],
+    questions: Sequence[str] = (),
+    out: Path | None = None,
+    budget: float | None = CLASS_ANSWER_SECONDS,
 ) -> tuple[dict[str, dict], list[str]]:
     """The answers of the records' notebooks, read again in the limited reader worker
     (:func:`read_answers`: time, memory and size limits, ``O_NOFOLLOW``, the record's digest):
     only records the grader read (:data:`READ_STATUSES`) of a ``.ipynb`` file; an unreadable
-    record is never opened."""
-    wanted = [
-        (str(r.student), str(r.file or ""), r.digest)
-        for r in records
-        if r.status in READ_STATUSES and str(r.file or "").endswith(".ipynb")
-    ]
-    return read_answers(wanted, functions, questions)
+    record is never opened. With ``out``, answers are kept in ``OUT/.coursetools-answers.json``
+    (:class:`~coursetools.grade.store.AnswerCache`, by the notebook's digest and the assignment's)
+    and a notebook already read is not read again; ``budget`` bounds the reading of the rest."""
+    cache = AnswerCache.load(out) if out is not None else None
+    functions = {str(k): str(v) for k, v in functions.items()}
+    results: dict[str, dict] = {}
+    problems_before: list[str] = []
+    wanted = []
+    keys: dict[str, str] = {}
+    for r in records:
+        if r.status not in READ_STATUSES or not str(r.file or "").endswith(".ipynb"):
+            continue
+        if cache is not None and r.digest:
+            keys[str(r.student)] = key = answers_key(
+                r.digest, str(r.assignment or ""), functions, list(questions)
+            )
+            found = cache.get(key)
+            if found is not None and "skipped" in found:  # skipped before: not tried again
+                problems_before.append(f"{r.student}: answers not read again ({found['skipped']})")
+                continue
+            if found is not None:
+                results[str(r.student)] = found
+                continue
+        wanted.append((str(r.student), str(r.file or ""), r.digest))
+
+    def keep(student: str, got: dict) -> None:
+        if cache is not None and student in keys:
+            cache.put(keys[student], got)
+
+    read, problems = read_answers(wanted, functions, questions, budget=budget, on_read=keep)
+    results.update(read)
+    problems = problems_before + problems
+    if cache is not None:
+        try:
+            cache.save()
+        except OSError as exc:
+            problems.append(f"the answers read could not be kept for the next command ({exc.strerror})")
+    return results, problems
 
 
 # --------------------------------------------------------------------------- the worker's side

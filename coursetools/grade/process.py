@@ -32,6 +32,9 @@ MAX_LINE_BYTES = 100 << 20  # one message: a 64 MB array in base64, and room to 
 # JSON objects and arrays the grader parses from one run (every event is kept until judging):
 # a bound on the parsed events' memory (~100 bytes a container) beside MAX_EVENT_BYTES
 MAX_RUN_CONTAINERS = 1_000_000
+CPU_MARGIN_S = 2.0  # a process seen this close to its RLIMIT_CPU (sampled once a second) reached it
+MAX_CPU_SAMPLES = 256  # processes of one run whose CPU time is read at each sample
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,11 @@ class Run:
         self.forged = 0  # replies of the learner's process that the trusted parent dropped
         self.cleanup: list[str] = []  # what the kill after the run could not do
         self.group: sandbox.RunGroup | None = None
+        self.cpu_budget = 0.0  # RLIMIT_CPU of each of the run's processes (seconds)
+        self.cpu_peak = 0.0  # the most CPU time one process of the run was seen to use (seconds)
+        self._cpu_pids: dict[int, float] = {}
+        self._cpu_sampled = 0.0
+        self._root_pid: int | None = None
 
     def _keep_output(self, data: bytes) -> None:
         self.output_bytes += len(data)
@@ -114,12 +122,30 @@ class Run:
 
     def execute(self) -> RunOutcome:
         settings = self.settings
-        read_fd, write_fd = os.pipe()
         uid = None
+        own_uids = None
         if os.geteuid() == 0:
-            base = settings.uid_base if settings.uid_base is not None else sandbox.SANDBOX_UID_BASE
+            base = settings.uid_base
+            if base is None:
+                # a run outside a GradingSession holds a block of uids of its own for its length:
+                # the first block unlocked would be a session's, and the kill of this run's uid
+                # after it would end that session's learner processes with SIGKILL (issue 43.5)
+                try:
+                    base = own_uids = sandbox.allocate_uids(self.slot.index + 1)
+                except (RuntimeError, ValueError) as exc:
+                    return RunOutcome(RunEnd.FATAL, message=f"no sandbox uid is free: {exc}")
             uid = base + self.slot.index
         self.uid = uid
+        self.cpu_budget = float(settings.timeout_total + settings.timeout_setup + 10)
+        try:
+            return self._execute(uid)
+        finally:
+            if own_uids is not None:
+                sandbox.release_uids(own_uids)
+
+    def _execute(self, uid: int | None) -> RunOutcome:
+        settings = self.settings
+        read_fd, write_fd = os.pipe()
         plan = self.plan.to_wire()
         plan["fd"] = write_fd
         plan["token"] = self.token = secrets.token_hex(16)
@@ -133,7 +159,7 @@ class Run:
             memory_mb=settings.memory_mb,
             nproc=settings.nproc,
             fsize_mb=settings.fsize_mb,
-            cpu_s=int(settings.timeout_total + settings.timeout_setup + 10),
+            cpu_s=int(self.cpu_budget),
         ).to_wire()
         # in a namespace mode the sandbox's root is built on the scratch folder and the
         # learner's home is a tmpfs at sandbox.HOME; without namespaces, the scratch folder
@@ -145,9 +171,47 @@ class Run:
         name = f"coursetools-grade-{os.getpid()}-run-{self.slot.index}-{secrets.token_hex(4)}"
         self.group = sandbox.RunGroup.create(name, self.slot.memory_group)
         try:
-            return self._execute_on(zygote, payload, read_fd, write_fd, plan)
+            return self._judge_end(self._execute_on(zygote, payload, read_fd, write_fd, plan))
         finally:
             self._clean_up(uid)
+
+    def _judge_end(self, outcome: RunOutcome) -> RunOutcome:
+        """Timeout or crash from the grader's own accounting, never from which signal came first:
+        a process killed by SIGKILL or SIGXCPU after one of the run's processes was seen at its
+        CPU budget (``RLIMIT_CPU``, the grader's own limit) ran out of time; any other death is one."""
+        if outcome.end is not RunEnd.DIED:
+            return outcome
+        code = outcome.returncode
+        signal_number = -code if code is not None and code < 0 else code - 128 if code and code > 128 else 0
+        self._sample_cpu(force=True)
+        at_budget = self.cpu_peak >= self.cpu_budget - CPU_MARGIN_S
+        if signal_number in (signal.SIGKILL, signal.SIGXCPU) and at_budget:
+            return RunOutcome(
+                RunEnd.STEP_TIMEOUT,
+                outcome.step,
+                f"the CPU time limit of a run ({self.cpu_budget:g} s) was reached",
+                code,
+            )
+        return outcome
+
+    def _sample_cpu(self, force: bool = False) -> None:
+        """Note the CPU time each process of the run has used (from /proc, at most once a second):
+        :attr:`cpu_peak` is the most any one of them used, what ``RLIMIT_CPU`` counts."""
+        now = time.monotonic()
+        if not force and now - self._cpu_sampled < 1.0:
+            return
+        self._cpu_sampled = now
+        if self.group is not None and self.group.members:
+            pids = sorted(self.group.pids())
+        elif self._root_pid is not None:
+            pids = [self._root_pid, *_descendants(self._root_pid)]
+        else:
+            return
+        for pid in pids[:MAX_CPU_SAMPLES]:
+            seconds = _cpu_seconds(pid)
+            if seconds is not None:
+                self._cpu_pids[pid] = seconds
+        self.cpu_peak = max(self._cpu_pids.values(), default=0.0)
 
     def _clean_up(self, uid: int | None) -> None:
         """After every run, in every isolation mode: kill every task of the run's cgroups, check
@@ -204,6 +268,7 @@ class Run:
         os.close(plan_r)
         os.close(out_w)
         os.close(write_fd)
+        self._root_pid = pid
         self._enter_group(pid)
 
         def write(data):
@@ -248,6 +313,7 @@ class Run:
             os.close(write_fd)
             return RunOutcome(RunEnd.FATAL, message=f"could not start Python: {exc}")
         os.close(write_fd)
+        self._root_pid = proc.pid
         self._enter_group(proc.pid, scan=True)
         stdout = proc.stdout
         assert stdout is not None  # started with stdout=PIPE
@@ -381,6 +447,17 @@ class Run:
                     )
             if exited_at is None and poll() is not None:
                 exited_at = time.monotonic()
+            self._sample_cpu()
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system) process ``pid`` has used, from ``/proc/<pid>/stat``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _descendants(pid: int) -> list[int]:

@@ -63,5 +63,5 @@ def publish(out: Path, overrides_csv: Path | None = None, report_html: bool = Tr
         _write(layout.strays, "".join(visible(s) + "\n" for s in scores.info.strays))
     if report_html:
         notebook = Path(scores.info.notebook) if scores.info.notebook else None
-        _write(layout.report, class_report.build_report(scores, notebook))
+        _write(layout.report, class_report.build_report(scores, notebook, folder=out))
     return scores

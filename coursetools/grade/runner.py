@@ -138,7 +138,7 @@ def grade_submission(
             assignment,
             runs.defined,
             reader,
-            settings.timeout_parse,
+            min(settings.timeout_parse, deadline - time.monotonic()),  # within --timeout-total
             plan.selected,
         )
         _summarise(record, runs)
@@ -172,7 +172,8 @@ def _read(
     (the record then says why: ``unreadable``, a grader error when no reader could start, or
     ``interrupted`` when grading was stopped while it read)."""
     try:
-        reading = reader.read(sub.path, assignment, min(settings.timeout_parse, deadline - time.monotonic()))
+        seconds = min(settings.timeout_parse, deadline - time.monotonic())
+        reading = reader.read(sub.path, assignment, seconds, deadline=deadline)  # within --timeout-total
     except ReadFailed as exc:
         if stop.is_set():
             status = Status.INTERRUPTED  # not the submission's doing: graded again next time
@@ -228,6 +229,10 @@ def _run(
     # folder of mode 0700 stays gradable (the sandbox uid must reach its scratch folder)
     scratch = (settings.work_dir or settings.out / ".work") / record.student
     while (record.runs or 0) < settings.max_runs:
+        if record.runs and time.monotonic() >= deadline:  # no rerun starts past --timeout-total
+            record.status = Status.TIMEOUT
+            runs.incidents.append("the time limit for the whole submission was reached before a rerun")
+            break
         record.runs = (record.runs or 0) + 1
         plan.skip_cells = list(runs.skip_cells)
         plan.skip_cases = list(runs.results)

@@ -59,3 +59,64 @@ def load_records(out: Path) -> dict[str, Record]:
         ):
             records[data["student"]] = Record.from_dict(data)
     return records
+
+
+ANSWERS_CACHE = ".coursetools-answers.json"  # reserved: a name starting ".coursetools" (paths.reserved)
+ANSWERS_CACHE_VERSION = 1
+
+
+def answers_key(digest: str, assignment: str, functions: dict[str, str], questions: list[str]) -> str:
+    """The cache key of a notebook's answers: its file digest, the assignment's digest and what
+    was asked of it (the exercises' functions, the written questions)."""
+    import hashlib
+
+    asked = json.dumps([sorted(functions.items()), sorted(questions)], separators=(",", ":"))
+    return f"{digest}:{assignment}:{hashlib.sha256(asked.encode()).hexdigest()[:16]}"
+
+
+@dataclass
+class AnswerCache:
+    """``OUT/.coursetools-answers.json``: the answers of graded notebooks as the reader worker
+    read them once (``{key: {"normal": ..., "written": ...}}``, :func:`answers_key`), so that
+    every later command (report, overrides, manual, export) reads a notebook again only when
+    its file or the assignment changed."""
+
+    path: Path
+    entries: dict[str, dict] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)  # the notebooks (digest:assignment) asked about
+    changed: bool = False
+
+    @classmethod
+    def load(cls, out: Path) -> AnswerCache:
+        path = Path(out) / ANSWERS_CACHE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return cls(path)
+        entries = data.get("answers") if isinstance(data, dict) else None
+        if data.get("version") != ANSWERS_CACHE_VERSION or not isinstance(entries, dict):
+            return cls(path)
+        return cls(path, {str(k): v for k, v in entries.items() if isinstance(v, dict)})
+
+    def get(self, key: str) -> dict | None:
+        self.used.add(_notebook_part(key))
+        return self.entries.get(key)
+
+    def put(self, key: str, answers: dict) -> None:
+        self.entries[key] = answers
+        self.used.add(_notebook_part(key))
+        self.changed = True
+
+    def save(self) -> None:
+        """Write the entries of the notebooks asked about this time (a changed notebook's old
+        answers are dropped; another command's questions about the same notebook are kept)."""
+        kept = {k: v for k, v in self.entries.items() if _notebook_part(k) in self.used}
+        if not self.changed and len(kept) == len(self.entries):
+            return
+        data = {"version": ANSWERS_CACHE_VERSION, "answers": kept}
+        atomic_write(self.path, json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+
+
+def _notebook_part(key: str) -> str:
+    """The notebook's part of an :func:`answers_key`: its file digest and the assignment's."""
+    return key.rsplit(":", 1)[0]

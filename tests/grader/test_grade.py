@@ -447,3 +447,86 @@ def test_command_line_usage_errors(tmp_path, capsys):
 
     assert main(["no-such-chapter", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "no exercise notebook" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the same under load (issue 43.5)
+
+# graded again beside two CPU-bound processes per core: time limits, crashes and honest answers
+LOADED = [
+    "correct",
+    "loop-in-function",
+    "os-exit",
+    "segfault-in-function",
+    "mis-batch-transpose",
+    "fork-bomb",
+]
+
+# grades one correct notebook again and again outside any GradingSession (as tests that call
+# runner.grade_submission do): before issue 43 such a run took the first block of sandbox uids
+# without its lock and killed that uid's processes after each run, a session's learners included
+OUTSIDE_A_SESSION = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from attnlib.checks import get_exercise
+from coursetools.grade import batch, runner
+from coursetools.grade.submission import Submission, file_digest
+path = Path(sys.argv[2])
+assignment = batch.load_assignment("00-how-to-use")
+exercises = {"ex-00-1": get_exercise("ex-00-1")}
+settings = runner.Settings(out=path.parent / "outside-out", timeout_cell=4.0, timeout_total=60.0)
+while True:
+    runner.grade_submission(Submission("outside", path, file_digest(path)), assignment, exercises, settings)
+"""
+
+
+@pytest.fixture
+def busy_cores():
+    """Two CPU-bound processes per core beside the test, killed after it."""
+    count = 2 * (os.cpu_count() or 1)
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield count
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_the_verdicts_are_the_same_under_load(graded, tmp_path, busy_cores):
+    """The class's time limits and crashes give the verdicts of the unloaded run, with two busy
+    processes per core and a grader outside any session beside them (issue 43.5: an infinite loop
+    ended ``kernel-died`` by a SIGKILL the grader did not send to it)."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in LOADED:
+        (subs / f"{name}.ipynb").write_bytes((graded["subs"] / f"{name}.ipynb").read_bytes())
+    outside = tmp_path / "outside" / "correct.ipynb"
+    outside.parent.mkdir()
+    outside.write_bytes((graded["subs"] / "correct.ipynb").read_bytes())
+    beside = subprocess.Popen(
+        [sys.executable, "-c", OUTSIDE_A_SESSION, str(ROOT), str(outside)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        out = tmp_path / "out"
+        records = {
+            r["student"]: r
+            for r in batch.grade("00-how-to-use", subs, out, jobs=JOBS, settings=_settings(out), quiet=True)
+        }
+    finally:
+        os.killpg(beside.pid, signal.SIGKILL)
+        beside.wait()
+    for name in LOADED:
+        unloaded = graded["records"][name]
+        got = records[name]
+        assert (got["status"], got["total"]) == (unloaded["status"], unloaded["total"]), (
+            name,
+            got.get("incidents"),
+            unloaded.get("incidents"),
+        )
+        assert not any("SIGKILL" in str(i) for i in got.get("incidents") or []), got["incidents"]
