@@ -528,5 +528,5 @@ def grade(
         isolation = sandbox.describe(
             settings.isolation, settings.uid_base, jobs, session.memory_kind, needed_paths(settings.python)
         )
-        print(report.summary(published, isolation, time.monotonic() - started), flush=True)
+        print(report.summary(published, isolation, time.monotonic() - started, out=out), flush=True)
     return [book.records[s.student].to_dict() for s in subs]

@@ -26,7 +26,8 @@ from coursetools.grade.escape import terminal
 from coursetools.grade.paths import ROOT, Out
 from coursetools.grade.publish import publish
 from coursetools.grade.record import AdjustmentKind, number
-from coursetools.grade.scores import ClassInfo, describe
+from coursetools.grade.report import written_left, written_next
+from coursetools.grade.scores import ClassInfo, compute, describe
 from coursetools.grade.submission import resolve_assignment
 
 # --------------------------------------------------------------------------- change, then publish
@@ -93,21 +94,44 @@ def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     notebook = Path(resolve_assignment(args.assignment, ROOT)) if args.assignment else None
     path = write_report(args.out, notebook.stem if notebook else "", notebook)
     print(f"wrote {path}")
+    final = compute(Path(args.out))
+    for line in written_next(args.out, written_left(final), len(final.grades)):
+        print(line)
     return 0
+
+
+def _merged(final, kind: AdjustmentKind) -> list[tuple[str, Any]]:
+    return [(g.student, a) for g in final.grades for a in g.adjustments if a.kind is kind]
 
 
 def _overrides(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     final = publish(Path(args.out), overrides_csv=args.overrides)
-    applied = [
-        (grade.student, adjustment)
-        for grade in final.grades
-        for adjustment in grade.adjustments
-        if adjustment.kind is AdjustmentKind.OVERRIDE
-    ]
+    applied = _merged(final, AdjustmentKind.OVERRIDE)
     for student, adjustment in applied:
         print(f"applied: {terminal(student)} {terminal(describe(adjustment))}")
+    # the written answers scored by hand (OUT/manual/<question>.csv) and the late penalties are
+    # merged by the same command: say what was merged, never "0 overrides applied" alone
+    scored = _merged(final, AdjustmentKind.MANUAL)
+    for student, adjustment in scored:
+        print(
+            f"merged: {terminal(student)} {terminal(describe(adjustment))} (written answer, graded by hand)"
+        )
+    late = _merged(final, AdjustmentKind.LATE)
+    for student, adjustment in late:
+        print(f"merged: {terminal(student)} {terminal(describe(adjustment))}")
     plural = "" if len(applied) == 1 else "s"
-    print(f"{len(applied)} override{plural} applied; {len(final.problems)} problem(s) below")
+    parts = [f"{len(applied)} override{plural} applied"]
+    if final.info.manual:
+        per_question = ", ".join(
+            f"{terminal(q)} {sum(a.exercise == q for _, a in scored)} of {len(final.grades)}"
+            for q in final.info.manual
+        )
+        parts.append(f"{len(scored)} written score{'' if len(scored) == 1 else 's'} merged ({per_question})")
+    if late:
+        parts.append(f"{len(late)} late penalt{'y' if len(late) == 1 else 'ies'} applied")
+    print(f"{'; '.join(parts)}; {len(final.problems)} problem(s) below")
+    for line in written_next(args.out, written_left(final), len(final.grades)):
+        print(line)
     _print_problems(final.problems, "overrides")
     return 1 if final.problems else 0
 
@@ -119,7 +143,14 @@ def _manual(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     for path in written:
         print(f"wrote {path}")
-    _print_problems(publish(args.out).problems)
+    final = publish(args.out)
+    left = written_left(final)
+    if left:
+        print(
+            f"next: fill points and comment in {terminal(str(args.out))}/manual/<question>.csv, then "
+            f"python -m coursetools.grade overrides {terminal(str(args.out))}"
+        )
+    _print_problems(final.problems)
     return 0
 
 
@@ -131,7 +162,7 @@ def _export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         written, problems = export.export(
             args.lms, args.out, args.dir, args.assignment_column, args.moodle_worksheet
         )
-    except (export.WrongLMS, export.MaximumGrade, OSError) as exc:
+    except (export.WrongLMS, export.NoLMSIds, export.MaximumGrade, OSError) as exc:
         print(f"error: {terminal(exc)}", file=sys.stderr)
         return 1
     if args.lms == "moodle" and args.moodle_worksheet is None:

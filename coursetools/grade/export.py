@@ -81,6 +81,36 @@ class WrongLMS(ValueError):
     """The class came from another LMS's download: its ids mean nothing to this one."""
 
 
+class NoLMSIds(ValueError):
+    """No learner of the class carries an id the LMS can match (a class graded from a plain
+    folder): an export would be an empty gradebook."""
+
+
+DOWNLOADS = {
+    "canvas": "Canvas's 'Download Submissions' zip",
+    "moodle": "Moodle's 'Download all submissions' zip",
+}
+
+
+def _nothing_to_match(scores: ClassScores, lms: str, grades: list[Grade]) -> NoLMSIds | None:
+    """Why no row can be exported (None when one can)."""
+    if grades or not scores.grades:
+        return None
+    ids = [g for g in scores.grades if g.roster.get("student_id")]
+    if ids:
+        why = f"every LMS id of this class is carried by several learners ({len(ids)} learners)"
+    else:
+        why = (
+            f"this class was graded from a plain folder: none of its {len(scores.grades)} learners "
+            f"carries a {lms.capitalize()} id, so {lms.capitalize()} could match no row"
+        )
+    return NoLMSIds(
+        f"nothing exported: {why}. Grade {DOWNLOADS[lms]} instead (python -m coursetools.grade "
+        f"{scores.info.assignment or 'ASSIGNMENT'} download.zip --out OUT; the grades already given are kept "
+        "for unchanged notebooks), then export that OUT; or enter the scores of OUT/grades.csv by hand"
+    )
+
+
 def _matched(scores: ClassScores, lms: str) -> tuple[list[Grade], list[str]]:
     """The learners the LMS can match (they came from its download, with an id that names
     them alone), and the problems of the others (no id; an id several learners carry: no
@@ -246,12 +276,17 @@ def export(
     """Write the files ``lms`` imports from the final scores of ``out`` (every output, report.html
     included, is rendered first, so the feedback files are current); return the files and the
     problems. Raises :class:`WrongLMS` for a class from the other LMS's download (nothing is
-    written), :class:`MaximumGrade` when ``moodle_worksheet`` (Moodle's own) says another maximum."""
+    written), :class:`NoLMSIds` for a class none of whose learners the LMS can match (a plain
+    folder: nothing is written), :class:`MaximumGrade` when ``moodle_worksheet`` (Moodle's own)
+    says another maximum."""
     if lms not in LMS:
         raise ValueError(f"lms must be one of {', '.join(LMS)}, not {lms!r}")
     out = Path(out)
     scores = publish(out)
-    _matched(scores, lms)  # refuse a class of the other LMS before any file is written
+    grades, _ = _matched(scores, lms)  # refuse a class of the other LMS before any file is written
+    refusal = _nothing_to_match(scores, lms, grades)
+    if refusal is not None:  # an empty gradebook would import nothing: say what to do instead
+        raise refusal
     if lms == "moodle" and moodle_worksheet is not None:
         check_moodle_maximum(Path(moodle_worksheet), scores.max_total)
     folder = Path(folder) if folder is not None else Out(out).export / lms

@@ -171,6 +171,7 @@ def safe_extract(
     max_file_bytes: int = MAX_FILE_BYTES,
     max_files: int = MAX_FILES,
     refused: list[tuple[str, str]] | None = None,
+    aliases: dict[str, str] | None = None,
 ) -> list[str]:
     """Extract ``archive`` into ``dest``, refusing unsafe members; return what was refused.
 
@@ -178,6 +179,9 @@ def safe_extract(
     zip, too many members, more than ``max_total_bytes``); ``dest`` then holds
     whatever was extracted before. ``refused``, when given, receives ``(member name,
     why)`` of each refused member (the intake gives its learner an ``unreadable`` row).
+    ``aliases``, when given, lets a member with a name part longer than the file system's 255
+    bytes (a long upload name, a long full name in another script) be extracted under a short
+    name, ``{short: long}`` (the intake reads the long one); without it such a member is refused.
     """
     problems = _Refusals(refused)
     dest = Path(dest).resolve()
@@ -206,11 +210,13 @@ def safe_extract(
             if target != dest and dest not in target.parents:
                 problems.append(f"{shown}: refused (a path that leaves the folder)")
                 continue
-            if any(
-                len(part.encode("utf-8", "surrogateescape")) > 255 for part in target.relative_to(dest).parts
-            ):
-                problems.append(f"{shown}: refused (a name longer than 255 bytes)")
-                continue
+            parts = target.relative_to(dest).parts
+            if any(_too_long(part) for part in parts):
+                if aliases is None:
+                    problems.append(f"{shown}: refused (a name longer than 255 bytes)")
+                    continue
+                short = [_alias(part, aliases) if _too_long(part) else part for part in parts]
+                target = dest.joinpath(*short)
             if info.is_dir():
                 try:
                     target.mkdir(parents=True, exist_ok=True)
@@ -250,6 +256,25 @@ def safe_extract(
     return problems
 
 
+def _too_long(part: str) -> bool:
+    return len(part.encode("utf-8", "surrogateescape")) > 255
+
+
+def _alias(part: str, aliases: dict[str, str]) -> str:
+    """A short name for a name part longer than 255 bytes (kept in ``aliases``: short -> long):
+    a digest of the long name, with its extension when that is short."""
+    suffix = PurePosixPath(part).suffix
+    suffix = suffix if suffix.isascii() and len(suffix) <= 16 and SAFE.search(suffix[1:]) is None else ""
+    short = f"~{hashlib.sha256(part.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}{suffix}"
+    aliases[short] = part
+    return short
+
+
+def _named(path: Path, root: Path, aliases: dict[str, str]) -> str:
+    """``path`` below ``root`` as the download named it (a long part's alias read back)."""
+    return "/".join(aliases.get(part, part) for part in path.relative_to(root).parts)
+
+
 class _Refusals(list):
     """The problems of :func:`safe_extract`, and the names of the members refused."""
 
@@ -287,11 +312,27 @@ def _files_under(folder: Path) -> list[Path]:
     return found
 
 
-def _unwrap(root: Path) -> Path:
+def _links_under(root: Path) -> list[str]:
+    """The symbolic links of a download folder (never followed), by their names below ``root``."""
+    found = []
+    for top, dirs, files in os.walk(root):
+        here = Path(top)
+        rel = here.relative_to(root)
+        if any(_skipped(p) for p in rel.parts):
+            continue
+        for name in sorted(dirs + files):
+            if not _skipped(name) and (here / name).is_symlink():
+                found.append((rel / name).as_posix())
+    return sorted(found)
+
+
+def _unwrap(root: Path, aliases: dict[str, str] | None = None) -> Path:
     """A zip of a folder holds one folder: look inside it (unless it is a student's own folder)."""
+    aliases = aliases or {}
     while True:
         entries = [p for p in root.iterdir() if not _skipped(p.name)]
-        if len(entries) != 1 or not entries[0].is_dir() or MOODLE_FOLDER.match(entries[0].name):
+        only = aliases.get(entries[0].name, entries[0].name) if len(entries) == 1 else ""
+        if len(entries) != 1 or not entries[0].is_dir() or MOODLE_FOLDER.match(only):
             return root
         inner = [p for p in entries[0].iterdir() if not _skipped(p.name)]
         if not any(p.is_dir() for p in inner) and len(inner) <= 1:
@@ -308,6 +349,7 @@ def find_entries(
     problems: list[str] | None = None,
     strays: list[str] | None = None,
     refused: Sequence[tuple[str, str]] = (),
+    aliases: dict[str, str] | None = None,
 ) -> list[Entry]:
     """The students in a folder (already extracted), with all their candidate files.
 
@@ -318,7 +360,11 @@ def find_entries(
     their own name, as folders do, instead of being merged into one learner. A member of an
     LMS download that the extraction ``refused`` (``(name, why)``: a link, too large, encrypted)
     and whose name carries the layout's prefix is its learner's entry with no file (``refused``
-    says why), when that learner has no other file: graded ``unreadable``, never left out."""
+    says why), when that learner has no other file: graded ``unreadable``, never left out; the
+    member's name counts wherever its path puts it (``/``, ``..``: its last part, or its Moodle
+    folder). ``aliases`` (:func:`safe_extract`): the names longer than 255 bytes, read by their
+    long name, staged under the learner's key."""
+    aliases = aliases or {}
     problems = problems if problems is not None else []
     strays = strays if strays is not None else []
     by_key: dict[str, Entry] = {}
@@ -334,13 +380,13 @@ def find_entries(
         children = sorted(root.iterdir())
     except OSError as exc:
         raise FileNotFoundError(f"cannot read {root}: {exc.strerror}") from None
-    lms = layout_of(children, problems, refused)
+    lms = layout_of(children, problems, refused, aliases)
     for path in children:
-        name = path.name
+        name = aliases.get(path.name, path.name)
         try:
             if _skipped(name) or path.is_symlink():
                 continue
-            rel = path.relative_to(root).as_posix()
+            rel = _named(path, root, aliases)
             if path.is_dir():
                 moodle = MOODLE_FOLDER.match(name) if lms == "moodle" else None
                 files = _files_under(path)
@@ -351,7 +397,7 @@ def find_entries(
                         continue  # Moodle makes a folder for an empty online-text submission too
                     for file in files:
                         entry = Entry(key, uid, visible(person), "moodle")
-                        add(key, entry, _candidate(file, file.relative_to(root).as_posix()))
+                        add(key, entry, _candidate(file, _named(file, root, aliases)))
                 else:
                     plain.setdefault(slug(name), []).append((name, path))
                 continue
@@ -375,24 +421,25 @@ def find_entries(
                     _candidate(path, rel, int(canvas["sid"])),
                     bool(canvas["late"]),
                 )
-            elif path.suffix != ".ipynb":
+            elif PurePosixPath(name).suffix != ".ipynb":
                 strays.append(visible(rel))
             else:
-                plain.setdefault(slug(path.stem), []).append((path.stem, path))
+                stem = PurePosixPath(name).stem
+                plain.setdefault(slug(stem), []).append((stem, path))
         except (OSError, ValueError) as exc:
             problems.append(
                 f"{terminal(name, 200)}: refused ({terminal(getattr(exc, 'strerror', None) or exc, 120)})"
             )
     for member, why in refused:
-        top, _, rest = member.partition("/")
+        top, in_folder = _refused_name(member)
         match = None
-        if lms == "canvas" and not rest:
+        if lms == "canvas" and not in_folder:
             match = CANVAS.match(top)
             person = match["login"] if match else ""
         elif lms == "moodle":
-            match = MOODLE_FOLDER.match(top) if rest else MOODLE_FILE.match(top)
+            match = MOODLE_FOLDER.match(top) if in_folder else MOODLE_FILE.match(top)
             person = match["name"].strip() if match else ""
-        if match is None or not rest and not top or _skipped(top):
+        if match is None or not top or _skipped(top):
             continue
         key = f"{slug(person)}-{match['uid']}"
         if key not in by_key:
@@ -412,12 +459,12 @@ def find_entries(
                     if not files:
                         by_key.setdefault(own, entry)
                     for file in files:
-                        add(own, entry, _candidate(file, file.relative_to(root).as_posix()))
+                        add(own, entry, _candidate(file, _named(file, root, aliases)))
                 else:
                     add(
                         own,
                         Entry(own, "", visible(raw), "folder"),
-                        _candidate(path, path.relative_to(root).as_posix()),
+                        _candidate(path, _named(path, root, aliases)),
                     )
             except (OSError, ValueError) as exc:
                 problems.append(
@@ -427,7 +474,10 @@ def find_entries(
 
 
 def layout_of(
-    children: list[Path], problems: list[str] | None = None, refused: Sequence[tuple[str, str]] = ()
+    children: list[Path],
+    problems: list[str] | None = None,
+    refused: Sequence[tuple[str, str]] = (),
+    aliases: dict[str, str] | None = None,
 ) -> str:
     """The layout of a download, decided once for all its members: ``canvas``, ``moodle`` or
     ``folder``.
@@ -441,21 +491,22 @@ def layout_of(
     whose prefix comes first: reported). A layout with no matching member is ``folder`` (no
     LMS id is taken from any name). The members the extraction ``refused`` count too (by
     their names: a class whose every upload was refused is still its LMS's)."""
+    aliases = aliases or {}
     canvas = moodle = both = 0
     tops: list[tuple[str, bool]] = []
     for path in children:
         try:
             if _skipped(path.name) or path.is_symlink():
                 continue
-            tops.append((path.name, path.is_dir()))
+            tops.append((aliases.get(path.name, path.name), path.is_dir()))
         except OSError:
             continue
     seen = {name for name, _ in tops}
     for member, _ in refused:
-        top, _, rest = member.partition("/")
+        top, in_folder = _refused_name(member)
         if top and top not in seen and not _skipped(top):
             seen.add(top)
-            tops.append((top, bool(rest)))
+            tops.append((top, in_folder))
     for name, is_dir in tops:
         as_canvas = not is_dir and bool(CANVAS.match(name))
         as_moodle = bool(MOODLE_FOLDER.match(name)) if is_dir else bool(MOODLE_FILE.match(name))
@@ -481,6 +532,20 @@ def layout_of(
             )
         return "canvas"
     return "folder"
+
+
+def _refused_name(member: str) -> tuple[str, bool]:
+    """The name of a refused member that can carry its learner's LMS id, and whether it is a
+    folder's: a Moodle folder on its path (``Full Name_12345_assignsubmission_file_/...``), else
+    its last part (``/login_12345_67890_x.ipynb``, ``../login_12345_...``, a link's name)."""
+    name = re.sub(r"^[A-Za-z]:", "", member.replace("\\", "/"))
+    parts = [p for p in name.split("/") if p not in ("", ".", "..")]
+    for part in parts:  # a file's name never matches a Moodle folder's (its extension)
+        if MOODLE_FOLDER.match(part):
+            return part, True
+    if not parts:
+        return "", False
+    return parts[-1], len(parts) > 1 and not CANVAS.match(parts[-1]) and not MOODLE_FILE.match(parts[-1])
 
 
 def shared_ids(entries: list[Entry]) -> dict[str, list[str]]:
@@ -608,20 +673,24 @@ def collect(source: Path, staging: Path, assignment_stem: str, **limits) -> Inta
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     refused: list[tuple[str, str]] = []
+    aliases: dict[str, str] = {}  # names longer than 255 bytes, extracted under a short one
     if source.is_file():
         extracted = _claim_staging(staging.parent / f".{staging.name}-extracted", source)
         if extracted.exists():
             shutil.rmtree(extracted)
-        problems += safe_extract(source, extracted, refused=refused, **limits)
+        problems += safe_extract(source, extracted, refused=refused, aliases=aliases, **limits)
         (extracted / STAGED_MARK).write_text("{}", encoding="utf-8")
-        root = _unwrap(extracted)
-        inner = root.relative_to(extracted).as_posix()
-        if inner != ".":  # a zip of one folder: the members' names below it
-            refused = [(n[len(inner) + 1 :], w) for n, w in refused if n.startswith(inner + "/")]
+        root = _unwrap(extracted, aliases)
+        if root != extracted:  # a zip of one folder: the members' names below it
+            inner = _named(root, extracted, aliases)
+            refused = [(n[len(inner) + 1 :], w) if n.startswith(inner + "/") else (n, w) for n, w in refused]
     else:
         extracted = None
         root = _unwrap(source)
-    entries = find_entries(root, problems, strays, refused)
+        for link in _links_under(root):  # a link in an unzipped download: its learner's row, a message
+            refused.append((link, "a symbolic link"))
+            problems.append(f"{terminal(link, 200)}: refused (a symbolic link)")
+    entries = find_entries(root, problems, strays, refused, aliases)
     keys: dict[str, int] = {}
     uploads = []
     for entry in entries:
@@ -754,9 +823,10 @@ def needs_intake(submissions: Path) -> bool:
     for entry in submissions.iterdir():
         name = entry.name
         try:
-            if entry.is_dir() and MOODLE_FOLDER.match(name):
+            link = entry.is_symlink()  # a link with an LMS name: the intake gives it a row
+            if (link or entry.is_dir()) and MOODLE_FOLDER.match(name):
                 return True
-            if entry.is_file() and (CANVAS.match(name) or MOODLE_FILE.match(name)):
+            if (link or entry.is_file()) and (CANVAS.match(name) or MOODLE_FILE.match(name)):
                 return True
         except OSError:
             return True  # a name the file system refuses: the intake reports it and goes on

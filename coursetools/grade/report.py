@@ -459,14 +459,40 @@ class Progress:
         self.stream.flush()
 
 
-def summary(scores, isolation: str, seconds: float) -> str:
-    """The command line's summary, from the class's final scores (the same as report.html)."""
+def written_left(scores) -> dict[str, int]:
+    """``{question: learners whose answer is not scored yet}`` of the written questions
+    graded by hand that still wait for a score (empty when every answer is scored)."""
+    left = {q: sum(g.scores.get(q) is None for g in scores.grades) for q in scores.info.manual}
+    return {q: n for q, n in left.items() if n}
+
+
+def written_next(out: Path | str | None, left: dict[str, int], learners: int) -> list[str]:
+    """What to run next while written answers wait for their scores (empty when none wait)."""
+    if not left:
+        return []
+    where = terminal(str(out)) if out else "OUT"
+    which = ", ".join(f"{terminal(q)} ({n} of {learners})" for q, n in left.items())
+    return [
+        f"written answers not scored yet: {which}; the totals are not final until they are:",
+        f"  1. python -m coursetools.grade manual {where}   (a review page and a score sheet per question)",
+        f"  2. fill points and comment in {where}/manual/<question>.csv",
+        f"  3. python -m coursetools.grade overrides {where}   (merges them into every output)",
+    ]
+
+
+def summary(scores, isolation: str, seconds: float, out: Path | None = None) -> str:
+    """The command line's summary, from the class's final scores (the same as report.html);
+    ``out``: the output folder, named in what to run next."""
     counts: dict[Status, int] = {}
     for grade in scores.grades:
         counts[grade.status] = counts.get(grade.status, 0) + 1
+    left = written_left(scores)
     lines = ["", "status        count  meaning"]
     for status in sorted(counts, key=list(Status).index):
-        lines.append(f"{status.value:<13} {counts[status]:>5}  {status.meaning}")
+        meaning = status.meaning
+        if status is Status.GRADED and left:  # never "final" while a written answer waits
+            meaning = "ran to the end; the total waits for the written answers graded by hand"
+        lines.append(f"{status.value:<13} {counts[status]:>5}  {meaning}")
     lines.append("")
     lines.append(f"{'exercise':<13} {'mean':>6} {'max':>5}  (final scores, over submissions with a score)")
     for item in scores.items:
@@ -497,6 +523,9 @@ def summary(scores, isolation: str, seconds: float) -> str:
         )
     for problem in scores.problems:
         lines.append(f"problem: {terminal(problem)}")
+    if left:
+        lines.append("")
+        lines += written_next(out, left, len(scores.grades))
     lines.append("")
     lines.append(f"{len(scores.grades)} submissions in {seconds:.1f} s; isolation: {terminal(isolation)}")
     return "\n".join(lines)

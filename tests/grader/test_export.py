@@ -193,15 +193,29 @@ def test_the_export_command(tmp_path):
 
 
 @pytest.mark.slow
-def test_learners_without_an_lms_id_are_listed_not_guessed(tmp_path):
+def test_a_class_from_a_plain_folder_is_not_exported_and_says_what_to_do(tmp_path):
+    """No learner carries an LMS id: no empty gradebook, no empty zip, no exit 0 (issue 43.6)."""
     out, _ = _graded_class(tmp_path, {"class/ada.ipynb": _nb(), "class/bob.ipynb": _nb()}, {})
-    written, problems = export.export("moodle", out)
+    for lms in export.LMS:
+        with pytest.raises(export.NoLMSIds, match="graded from a plain folder") as caught:
+            export.export(lms, out)
+        assert "download.zip --out OUT" in str(caught.value) and export.DOWNLOADS[lms] in str(caught.value)
+        assert not (out / "export" / lms).exists()
+    command = [sys.executable, "-m", "coursetools.grade", "export", "canvas", str(out)]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Download Submissions" in proc.stderr, proc.stderr
+    assert not (out / "export").exists()
+
+
+@pytest.mark.slow
+def test_learners_without_an_lms_id_are_listed_not_guessed(tmp_path):
+    """A class of the LMS's download with one learner more from a plain name: listed, never guessed."""
+    members = {f"lovelaceada_12345_67890_{STEM}.ipynb": _nb(), "bob.ipynb": _nb()}
+    out, _ = _graded_class(tmp_path, members, {})
+    written, problems = export.export("canvas", out)
     rows = _read(written[0])
-    assert rows == [export.MOODLE_COLUMNS]
-    assert sorted(problems) == [
-        "not in Moodle's download (no participant id): ada",
-        "not in Moodle's download (no participant id): bob",
-    ]
+    assert [r[1] for r in rows[2:]] == ["12345"]
+    assert problems == ["not in Canvas's download (no Canvas ID): bob"]
 
 
 @pytest.mark.parametrize("lms", export.LMS)

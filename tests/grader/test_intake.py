@@ -271,3 +271,113 @@ def test_only_a_zip_or_lms_names_go_through_intake(tmp_path):
     staged = classroom.prepare(zipped, tmp_path / "out", STEM, quiet=True)
     assert staged == tmp_path / "out" / "submissions" and (staged / "ada.ipynb").is_file()
     assert (tmp_path / "out" / "roster.csv").is_file()
+
+
+# --------------------------------------------------------------------------- no learner lost (issue 43.6)
+
+
+def test_a_name_longer_than_255_bytes_is_staged_under_its_key(tmp_path):
+    """A long upload name (Canvas keeps it after its prefix) and a 100-character CJK full name
+    (Moodle's folder, 300 bytes): each learner is staged as a notebook under the computed key."""
+    cjk = "山田" * 50
+    members = {
+        f"lovelaceada_12345_67890_{'my answers to the exercises ' * 9}{STEM}.ipynb": _nb(),
+        f"hoppergrace_23456_78901_{STEM}.ipynb": _nb(),
+    }
+    result = intake.collect(_zip(tmp_path / "canvas.zip", members), tmp_path / "staged", STEM)
+    assert _staged(result) == {"lovelaceada-12345.ipynb", "hoppergrace-23456.ipynb"}
+    ada = next(e for e in result.entries if e.student == "lovelaceada-12345")
+    assert ada.student_id == "12345" and not ada.refused and ada.file.startswith("lovelaceada_12345_67890_my")
+    assert (result.folder / "lovelaceada-12345.ipynb").read_bytes() == _nb()
+    members = {
+        f"{cjk}_34567_assignsubmission_file_/{STEM}.ipynb": _nb(),
+        f"Grace Hopper_23456_assignsubmission_file_/{'x' * 300}.ipynb": _nb(),
+    }
+    assert len(f"{cjk}_34567_assignsubmission_file_".encode()) > 255
+    result = intake.collect(_zip(tmp_path / "moodle.zip", members), tmp_path / "staged2", STEM)
+    by = {e.student: e for e in result.entries}
+    assert set(by) == {"student-34567", "grace-hopper-23456"}
+    assert by["student-34567"].name == cjk and by["student-34567"].student_id == "34567"
+    assert _staged(result) == {"student-34567.ipynb", "grace-hopper-23456.ipynb"}
+    assert not any("refused" in p for p in result.problems), result.problems
+    # safe_extract alone (no aliases asked for) still refuses such a member
+    problems = intake.safe_extract(tmp_path / "moodle.zip", tmp_path / "plain-extract")
+    assert sum("longer than 255 bytes" in p for p in problems) == 2
+
+
+def test_a_refused_member_whose_path_carries_an_lms_id_is_its_learners_row(tmp_path):
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"lovelaceada_12345_67890_{STEM}.ipynb", _nb())
+        zf.writestr(f"/turingalan_34567_11111_{STEM}.ipynb", _nb())
+        zf.writestr(f"../knuthdonald_45678_22222_{STEM}.ipynb", _nb())
+        zf.writestr(f"sub/../../hoppergrace_23456_33333_{STEM}.ipynb", _nb())
+        zf.writestr(f"C:\\Users\\x\\borgani_56789_44444_{STEM}.ipynb", _nb())
+    result = intake.collect(archive, tmp_path / "staged", STEM)
+    rows = {e.student: (e.student_id, e.refused) for e in result.entries}
+    assert rows == {
+        "lovelaceada-12345": ("12345", ""),
+        "turingalan-34567": ("34567", "an absolute path"),
+        "knuthdonald-45678": ("45678", "a path that leaves the folder (..)"),
+        "hoppergrace-23456": ("23456", "a path that leaves the folder (..)"),
+        "borgani-56789": ("56789", "an absolute path"),
+    }
+    assert _staged(result) == {
+        "lovelaceada-12345.ipynb",
+        "turingalan-34567",
+        "knuthdonald-45678",
+        "hoppergrace-23456",
+        "borgani-56789",
+    }
+    assert sum("graded unreadable" in p for p in result.problems) == 4
+    # a refused member of a zip of one folder keeps its row too
+    with zipfile.ZipFile(tmp_path / "folder.zip", "w") as zf:
+        zf.writestr(f"course/lovelaceada_12345_67890_{STEM}.ipynb", _nb())
+        zf.writestr(f"course/hoppergrace_23456_78901_{STEM}.ipynb", _nb())
+        zf.writestr(f"../turingalan_34567_11111_{STEM}.ipynb", _nb())
+    result = intake.collect(tmp_path / "folder.zip", tmp_path / "staged2", STEM)
+    assert {e.student for e in result.entries} == {
+        "lovelaceada-12345",
+        "hoppergrace-23456",
+        "turingalan-34567",
+    }
+
+
+def test_a_link_in_an_unzipped_download_is_a_row_and_a_message(tmp_path):
+    canvas = tmp_path / "canvas"
+    canvas.mkdir()
+    (canvas / f"lovelaceada_12345_67890_{STEM}.ipynb").write_bytes(_nb())
+    (canvas / f"turingalan_34567_11111_{STEM}.ipynb").symlink_to("/etc/passwd")
+    (canvas / f"hoppergrace_23456_78901_{STEM}.ipynb").symlink_to(canvas / "missing")  # dangling
+    assert intake.needs_intake(canvas)
+    result = intake.collect(canvas, tmp_path / "staged", STEM)
+    rows = {e.student: (e.student_id, e.refused) for e in result.entries}
+    assert rows == {
+        "lovelaceada-12345": ("12345", ""),
+        "turingalan-34567": ("34567", "a symbolic link"),
+        "hoppergrace-23456": ("23456", "a symbolic link"),
+    }
+    assert f"turingalan_34567_11111_{STEM}.ipynb: refused (a symbolic link)" in result.problems
+    assert (result.folder / "turingalan-34567").read_bytes() == b""  # graded unreadable, never followed
+    moodle = tmp_path / "moodle"
+    (moodle / "Ada Lovelace_12345_assignsubmission_file_").mkdir(parents=True)
+    (moodle / "Ada Lovelace_12345_assignsubmission_file_" / f"{STEM}.ipynb").write_bytes(_nb())
+    (moodle / "Alan Turing_34567_assignsubmission_file_").mkdir()
+    (moodle / "Alan Turing_34567_assignsubmission_file_" / f"{STEM}.ipynb").symlink_to("/etc/passwd")
+    (moodle / "Grace Hopper_23456_assignsubmission_file_").symlink_to("/etc")
+    result = intake.collect(moodle, tmp_path / "staged2", STEM)
+    rows = {e.student: (e.student_id, e.refused) for e in result.entries}
+    assert rows == {
+        "ada-lovelace-12345": ("12345", ""),
+        "alan-turing-34567": ("34567", "a symbolic link"),
+        "grace-hopper-23456": ("23456", "a symbolic link"),
+    }
+    assert sum(p.endswith(": refused (a symbolic link)") for p in result.problems) == 2
+    assert sum(p.endswith("refused (a symbolic link): graded unreadable") for p in result.problems) == 2
+    # a link in a plain folder has no LMS id: no row, but never without a message
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "ada.ipynb").write_bytes(_nb())
+    (plain / "bob_1_2_x.ipynb").symlink_to(plain / "ada.ipynb")
+    result = intake.collect(plain, tmp_path / "staged3", STEM)
+    assert "bob_1_2_x.ipynb: refused (a symbolic link)" in result.problems

@@ -199,3 +199,35 @@ def test_a_written_question_is_added_to_a_solution_notebook_keeping_its_cells(tm
     assert exercise.cells[2].source == "YOUR ANSWER HERE" and manual.questions(exercise) == {"q-01-1": 1}
     with pytest.raises(assign.AssignError, match="q-NN-k"):
         assign.add_written_question(path, "question", 1, "p", "a")
+
+
+@pytest.mark.slow
+def test_the_written_answer_loop_says_what_to_run_next_and_what_it_merged(tmp_path, capsys):
+    """Issue 43.6: no "the scores are final" while a written answer waits, the next commands
+    named; ``overrides`` confirms the written scores it merged; report.html shows the question."""
+    from coursetools.grade import commands, report
+    from coursetools.grade.scores import compute
+
+    out = _class(tmp_path, {"ada": "Yes: 64 numbers are plenty.", "grace": "No.", "alan": "Maybe."})
+    text = report.summary(compute(out), "none", 1.0, out=out)
+    assert "the scores are final" not in text
+    assert "written answers not scored yet: q-00-1 (3 of 3)" in text
+    assert f"python -m coursetools.grade manual {out}" in text
+    assert f"python -m coursetools.grade overrides {out}" in text
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '<th scope="row">q-00-1</th><td>written answer, graded by hand</td><td class=num>2</td>' in page
+    assert "q-00-1 (3 of 3 not scored yet)" in page and "coursetools.grade manual OUT" in page
+    by_name = {c.name: c for c in commands.COMMANDS}
+    assert by_name["manual"].main([str(out)]) == 0
+    assert f"next: fill points and comment in {out}/manual/<question>.csv" in capsys.readouterr().out
+    _fill(out, {"ada": ("1.5", "right idea"), "grace": ("0", "no reason given"), "alan": ("1", "")})
+    assert by_name["overrides"].main([str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "0 overrides applied; 3 written scores merged (q-00-1 3 of 3); 0 problem(s) below" in said
+    assert "merged: ada q-00-1: not judged -> 1.5 (right idea) (written answer, graded by hand)" in said
+    assert "not scored yet" not in said
+    text = report.summary(compute(out), "none", 1.0, out=out)
+    assert "ran to the end; the scores are final" in text and "not scored yet" not in text
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "not scored yet" not in page
+    assert '<th scope="row">q-00-1</th><td>written answer, graded by hand</td><td class=num>2</td>' in page
