@@ -47,6 +47,8 @@ def built_book() -> tuple[Path, str]:
     cmd = [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output", str(SITE_DIR)]
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     env["PYTHONHASHSEED"] = "0"
+    # A local build: without a repository or address its downloads need the wheel beside them (said so).
+    env.setdefault("COURSE_SITE_URL", "none")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
     log = proc.stdout + proc.stderr
     (SITE_DIR).mkdir(parents=True, exist_ok=True)

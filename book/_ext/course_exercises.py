@@ -4,7 +4,12 @@ A chapter ``book/NN-slug`` whose exercise notebook ``exercises/NN-slug.ipynb`` e
 right after its title, a box "Exercises for this chapter" with
 
 * a download of the notebook (copied into the site as ``_exercises/NN-slug.ipynb``) and of
-  the learner's attnlib wheel that its setup cell names (book/_ext/course_wheel.py);
+  the learner's attnlib wheel that its setup cell names (book/_ext/course_wheel.py), with
+  where the notebook's first cell installs attnlib from. A site with neither the
+  course's repository nor its own address (``course_downloads`` of course_wheel.py is
+  ``beside``) offers notebooks that cannot install attnlib by themselves: the box then
+  tells the reader, in a paragraph of its own, to save the wheel beside the notebook
+  before running it;
 * when the course's repository is known (book/_ext/course_repository.py), links that open
   ``exercises/NN-slug.ipynb`` in Binder and in Colab, and in the JupyterHub named by
   ``COURSE_JUPYTERHUB`` (an nbgitpuller link), built the same way as the theme's launch
@@ -52,6 +57,54 @@ def _wheel_name(app) -> str:
     return wheel_filename(Path(app.confdir))
 
 
+def exercise_box(stem: str, links: list, wheel_name: str, downloads: str):
+    """The box "Exercises for this chapter" (a docutils admonition) for ``exercises/<stem>.ipynb``.
+
+    ``links`` are exercise_links(); ``downloads`` is where the site's notebooks install
+    attnlib from (``repository``, ``site`` or ``beside``: course_wheel.py's ``course_downloads``).
+    """
+    from docutils import nodes
+
+    box = nodes.admonition(classes=["course-exercises", "tip"])
+    box += nodes.title(text="Exercises for this chapter")
+    para = nodes.paragraph()
+    para += nodes.Text("The exercise notebook ")
+    para += nodes.literal(text=f"exercises/{stem}.ipynb")
+    para += nodes.Text(" checks each answer as you go: ")
+    para += nodes.reference(
+        "", "download it", refuri=f"../{SITE_FOLDER}/{stem}.ipynb", classes=["course-download"]
+    )
+    for label, url in links:
+        para += nodes.Text(", open it in ")
+        para += nodes.reference("", label, refuri=url, classes=["course-launch"])
+    wheel = nodes.reference(
+        "", "the attnlib wheel", refuri=f"../_static/{wheel_name}", classes=["course-wheel"]
+    )
+    box += para
+    if downloads == "beside":
+        # The downloaded notebook's setup cell stops until this file is beside it: say so first.
+        para += nodes.Text(".")
+        first = nodes.paragraph(classes=["course-wheel-first"])
+        first += nodes.strong(text="Before you run it where attnlib is missing")
+        first += nodes.Text(" (Colab, a Jupyter without the course): download ")
+        first += wheel
+        first += nodes.Text(" (")
+        first += nodes.literal(text=wheel_name)
+        first += nodes.Text(") and save it beside the notebook, in the same folder (in Colab, upload it to ")
+        first += nodes.literal(text="/content")
+        first += nodes.Text(
+            "). This website has no address that a notebook could install attnlib from, so "
+            "the notebook's first cell installs the wheel it finds there and stops without it."
+        )
+        box += first
+    else:
+        where = "the course's repository" if downloads == "repository" else "this website"
+        para += nodes.Text(f". Where attnlib is missing (Colab), its first cell installs it from {where}; ")
+        para += wheel
+        para += nodes.Text(" is the same package, to install offline.")
+    return box
+
+
 def _add_box(app, doctree) -> None:
     from docutils import nodes
 
@@ -70,25 +123,9 @@ def _add_box(app, doctree) -> None:
         (options.get("launch_buttons") or {}).get("jupyterhub_url"),
         options.get("launch_buttons") or {},
     )
-    box = nodes.admonition(classes=["course-exercises", "tip"])
-    box += nodes.title(text="Exercises for this chapter")
-    para = nodes.paragraph()
-    para += nodes.Text("The exercise notebook ")
-    para += nodes.literal(text=f"exercises/{stem}.ipynb")
-    para += nodes.Text(" checks each answer as you go: ")
-    para += nodes.reference(
-        "", "download it", refuri=f"../{SITE_FOLDER}/{stem}.ipynb", classes=["course-download"]
-    )
-    for label, url in links:
-        para += nodes.Text(", open it in ")
-        para += nodes.reference("", label, refuri=url, classes=["course-launch"])
-    # The notebook's setup cell names this file where it cannot install attnlib by itself.
-    para += nodes.Text(". Where attnlib is missing (Colab), its first cell installs it; download ")
-    para += nodes.reference(
-        "", "the attnlib wheel", refuri=f"../_static/{_wheel_name(app)}", classes=["course-wheel"]
-    )
-    para += nodes.Text(" too if the cell asks for it.")
-    box += para
+    # Where the downloads install attnlib from (course_wheel.py; without it, the wheel beside them).
+    downloads = getattr(app.config, "course_downloads", "beside")
+    box = exercise_box(stem, links, _wheel_name(app), downloads)
     sections = [n for n in doctree.findall(nodes.section)]
     if sections:
         first = sections[0]

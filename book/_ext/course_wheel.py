@@ -23,6 +23,16 @@ JupyterLab without the course) must be able to go on. The build therefore
 
 Every chapter's exercise box links the wheel (course_exercises.py). The build's log
 says which of the three the notebooks got (``course_wheel: ...``).
+
+The third case is a site whose downloads cannot install attnlib by themselves: they
+stop at their first cell until the reader saves the wheel beside them. A build that
+comes to it without being told so (``plan_downloads``) writes a Sphinx warning, which
+fails the strict build (``-W``, tools/build-book.sh): a site to publish needs
+``COURSE_SITE_URL`` (or ``html.baseurl``, or the repository). A local or offline build
+says it means it with ``COURSE_SITE_URL=none`` (an address of none, whatever
+``html.baseurl`` says): then the log's line says so and nothing warns. Either way the
+exercise box under each chapter's title tells the reader to save the wheel beside the
+notebook before running it (course_exercises.py reads ``course_downloads``).
 tests/site/test_site_wheel.py checks the rule and the built site; tests/test_binder.py
 installs a served wheel with the rewritten cell in a fresh, Colab-like environment.
 
@@ -39,12 +49,18 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import tomllib
 
 ENV_SITE_URL = "COURSE_SITE_URL"
+# COURSE_SITE_URL=none: a build meant to have no address (local, offline); its downloads
+# install the wheel saved beside them, and the build does not warn about it.
+NO_ADDRESS = "none"
+# Where the downloadable notebooks install attnlib from (the config value ``course_downloads``).
+FROM_REPOSITORY, FROM_SITE, FROM_BESIDE = "repository", "site", "beside"
 STATIC_FOLDER = "_static"
 # The folders of the built site whose notebooks a learner downloads.
 DOWNLOAD_GLOBS = ("_sources/**/*.ipynb", "_exercises/*.ipynb")
@@ -62,10 +78,13 @@ def wheel_filename(root: Path) -> str:
 
 
 def site_url(baseurl: str | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The site's address with a trailing slash (``COURSE_SITE_URL``, else ``baseurl``); None when unknown."""
+    """The site's address with a trailing slash (``COURSE_SITE_URL``, else ``baseurl``); None when unknown.
+
+    ``COURSE_SITE_URL=none`` is no address, whatever ``baseurl`` says.
+    """
     environ = os.environ if environ is None else environ
     value = (environ.get(ENV_SITE_URL) or "").strip() or (baseurl or "").strip()
-    if not value:
+    if not value or value.lower() == NO_ADDRESS:
         return None
     parts = urlsplit(value)
     if parts.scheme not in {"https", "http"} or not parts.netloc or parts.query or parts.fragment:
@@ -79,6 +98,72 @@ def site_url(baseurl: str | None, environ: Mapping[str, str] | None = None) -> s
 def wheel_url(site: str, filename: str) -> str:
     """Where the site serves the wheel: ``<site>/_static/<filename>``."""
     return f"{site.rstrip('/')}/{STATIC_FOLDER}/{filename}"
+
+
+def no_address_meant(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the builder said the site has no address on purpose (``COURSE_SITE_URL=none``)."""
+    environ = os.environ if environ is None else environ
+    return (environ.get(ENV_SITE_URL) or "").strip().lower() == NO_ADDRESS
+
+
+@dataclass(frozen=True)
+class Downloads:
+    """Where the notebooks the site offers for download install attnlib from, and what the build says."""
+
+    source: str  # FROM_REPOSITORY, FROM_SITE or FROM_BESIDE
+    pip_source: str | None  # what their setup cell gives pip; None: the wheel saved beside them
+    meant: bool = True  # False: FROM_BESIDE although nobody said so (COURSE_SITE_URL=none)
+
+    @property
+    def self_installing(self) -> bool:
+        """Whether a downloaded notebook installs attnlib with nothing but its first cell."""
+        return self.source != FROM_BESIDE
+
+    @property
+    def warns(self) -> bool:
+        """Whether the build warns (a Sphinx warning; the strict build fails on it)."""
+        return not self.self_installing and not self.meant
+
+
+def plan_downloads(repository, site: str | None, filename: str, meant_without_address: bool) -> Downloads:
+    """The rule of the module's docstring: the repository, else the site's wheel, else the wheel beside.
+
+    ``repository`` is a CourseRepository (``pip_source`` None when unknown), ``site`` the
+    site's address or None, ``filename`` the wheel's name, ``meant_without_address`` what
+    ``no_address_meant`` says.
+    """
+    if repository.pip_source is not None:
+        return Downloads(FROM_REPOSITORY, repository.pip_source)
+    if site is not None:
+        return Downloads(FROM_SITE, wheel_url(site, filename))
+    return Downloads(FROM_BESIDE, None, meant=meant_without_address)
+
+
+def build_warning(filename: str) -> str:
+    """The warning of a build whose downloads cannot install attnlib by themselves, and nobody said so."""
+    return (
+        f"course_wheel: the notebooks this site offers for download cannot install attnlib by "
+        f"themselves: no repository (COURSE_REPOSITORY or a GitHub remote origin) "
+        f"and no site address ({ENV_SITE_URL} or html.baseurl of _config.yml), so they stop "
+        f"at their first cell until the reader saves {filename} beside them. To publish, give the "
+        f"address: {ENV_SITE_URL}=https://<org>.github.io/<repo>/ bash tools/build-book.sh; for a "
+        f"local or offline build, say so: {ENV_SITE_URL}={NO_ADDRESS} bash tools/build-book.sh"
+    )
+
+
+def log_message(downloads: Downloads, filename: str, changed: int) -> str:
+    """The build log's ``course_wheel:`` line: which wheel the site ships and what its downloads install."""
+    if downloads.source == FROM_REPOSITORY:
+        how = f"pip install {downloads.pip_source} (the repository)"
+    elif downloads.source == FROM_SITE:
+        how = f"pip install {downloads.pip_source}"
+    else:
+        why = f"{ENV_SITE_URL}={NO_ADDRESS}" if downloads.meant else f"no {ENV_SITE_URL} or html.baseurl"
+        how = f"the wheel saved beside the notebook, else a message ({why}; the exercise boxes say so)"
+    return (
+        f"course_wheel: {STATIC_FOLDER}/{filename}; the downloadable notebooks install attnlib with {how}; "
+        f"{changed} setup cells rewritten"
+    )
 
 
 def _source_files(root: Path) -> list[str]:
@@ -178,17 +263,33 @@ def publish(root: Path, outdir: Path, wheel: Path, source: str) -> list[Path]:
 # --- Sphinx -------------------------------------------------------------------------------------
 
 
+def _configure(app, config) -> None:
+    """The site's address and where its downloads install from (after course_repository's hook)."""
+    from sphinx.errors import ConfigError
+
+    root = Path(app.confdir)
+    try:
+        app.course_site_url = site_url(config.html_baseurl)
+    except SiteUrlError as error:
+        raise ConfigError(str(error)) from None
+    app.course_downloads_repository = setup_cell_module(root).course_repository(root)
+    app.course_downloads = plan_downloads(
+        app.course_downloads_repository, app.course_site_url, wheel_filename(root), no_address_meant()
+    )
+    # A change re-reads the pages: their exercise boxes say it (course_exercises.py).
+    config.course_downloads = app.course_downloads.source
+
+
 def _build(app) -> None:
-    from sphinx.errors import ConfigError, ExtensionError
+    from sphinx.errors import ExtensionError
+    from sphinx.util import logging
 
     app.course_wheel = None
     if app.builder.format != "html":
         return
     root = Path(app.confdir)
-    try:
-        app.course_site_url = site_url(app.config.html_baseurl)
-    except SiteUrlError as error:
-        raise ConfigError(str(error)) from None
+    if app.course_downloads.warns:
+        logging.getLogger(__name__).warning(build_warning(wheel_filename(root)))
     try:
         app.course_wheel = build_wheel(root, Path(app.outdir).parent / "course-wheel")
     except (RuntimeError, OSError, subprocess.SubprocessError) as error:
@@ -201,24 +302,16 @@ def _publish(app, exception) -> None:
     if exception is not None or getattr(app, "course_wheel", None) is None:
         return
     root = Path(app.confdir)
-    setup_cell = setup_cell_module(root)
-    repository = setup_cell.course_repository(root)
-    source = site_setup_source(root, app.course_site_url, repository)
+    downloads = app.course_downloads
+    source = site_setup_source(root, app.course_site_url, app.course_downloads_repository)
     changed = publish(root, Path(app.outdir), app.course_wheel, source)
-    name = app.course_wheel.name
-    if repository.pip_source:
-        how = f"pip install {repository.pip_source} (the repository)"
-    elif app.course_site_url:
-        how = f"pip install {wheel_url(app.course_site_url, name)}"
-    else:
-        how = f"the wheel beside the notebook, else a message (no {ENV_SITE_URL} or html.baseurl)"
-    logging.getLogger(__name__).info(
-        f"course_wheel: {STATIC_FOLDER}/{name}; the downloadable notebooks install attnlib with {how}; "
-        f"{len(changed)} setup cells rewritten"
-    )
+    logging.getLogger(__name__).info(log_message(downloads, app.course_wheel.name, len(changed)))
 
 
 def setup(app) -> dict:
+    app.add_config_value("course_downloads", FROM_BESIDE, "env")
+    # After course_repository's hook (priority 100), which the site's buttons need first.
+    app.connect("config-inited", _configure, priority=600)
     app.connect("builder-inited", _build)
     # After course_exercises copies the exercise notebooks into the site (priority 500).
     app.connect("build-finished", _publish, priority=900)
