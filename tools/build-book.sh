@@ -5,6 +5,10 @@
 # for download where to install it from: COURSE_REPOSITORY, else the site's address
 # (COURSE_SITE_URL, else html.baseurl of _config.yml), else the wheel beside the notebook
 # (book/_ext/course_wheel.py; the log's "course_wheel:" line says which).
+# The last means downloads that cannot install attnlib by themselves: the build warns, and so
+# fails, unless told that this site has no address on purpose (a local or offline build):
+#   COURSE_SITE_URL=https://<org>.github.io/<repo>/ bash tools/build-book.sh   # to publish
+#   COURSE_SITE_URL=none bash tools/build-book.sh                              # local, offline
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
