@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/class_scale_bench.py --n 200       # a smaller class, and a projection
 
 The class is chapter 00's exercise (``tests/grader/fake_class.py``): half the
-submissions are the correct answer, half a partial one (right on 2-D inputs,
-wrong on batched ones: 0.75 of the points), each a full exercise notebook in
+submissions are the correct answer, half a partial one (fake_class's
+"partial-3d": wrong only on 4-D inputs, 0.83 of the points with today's
+cases), each a full exercise notebook in
 its own file, as a Canvas bulk download names them
 (``student0001_10001_20001_00-how-to-use.ipynb``). The steps are those an
 instructor runs, each timed on its own:
@@ -62,8 +63,8 @@ TARGET_S = 300.0
 
 def write_class(folder: Path, n: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    correct = nbformat.writes(fake_class._with_answer(fake_class.CORRECT)).encode()
-    partial = nbformat.writes(fake_class._with_answer(PARTIAL)).encode()
+    correct = nbformat.writes(fake_class.with_answer(fake_class.CORRECT)).encode()
+    partial = nbformat.writes(fake_class.with_answer(PARTIAL)).encode()
     for k in range(n):
         data = correct if k % 2 == 0 else partial
         (folder / f"student{k:04d}_{10000 + k}_{20000 + k}_{STEM}.ipynb").write_bytes(data)
