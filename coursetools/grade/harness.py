@@ -258,7 +258,6 @@ def run(wire: dict) -> None:
     checks_pkg.check = core.check
     import gc
 
-    gc.collect()
     gc.freeze()  # what is loaded now is never traversed again: each fork starts cheaper
 
     try:
@@ -367,7 +366,7 @@ def _set_subreaper() -> None:
 
 def _children() -> list[int]:
     """The trusted parent's children, from /proc (the exercise's process and the orphans it left)."""
-    me, found = os.getpid(), []
+    me, found = os.getpid(), list[int]()
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -461,6 +460,8 @@ def _learner(
     """
     read, write, loads, dumps = os.read, os.write, json.loads, json.dumps
     monotonic = time.monotonic
+    getpid, leave = os.getpid, os._exit
+    me = getpid()  # a process the learner's code forked never answers in its place
     ns: dict = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
     shell = _IPythonStandIn()
     ns["get_ipython"] = lambda: shell
@@ -514,6 +515,8 @@ def _learner(
                     "text": _first_line(exc),
                     "line": _error_line(exc, cell_name),
                 }
+            if getpid() != me:
+                leave(0)  # a child the cell forked came back here (sys.exit, an error): it ends
             reply(answer)
         elif op == Request.LOOKUP:
             exercise = exercises[req["ex"]]
@@ -557,6 +560,8 @@ def _learner(
             except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
                 answer.update(kind=CaseKind.ERROR, etype=type(exc).__name__, text=_first_line(exc))
             answer["seconds"] = round(monotonic() - start, 4)
+            if getpid() != me:
+                leave(0)  # a child the function forked came back here: it ends
             reply(answer)
         elif op == Request.FLUSH:
             for stream in (sys.stdout, sys.stderr):
@@ -617,7 +622,7 @@ class _Supervisor:
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         except ChildProcessError:
             code = 1
-        self.learner = 0 if code is not None else self.learner
+        self.learner = 0  # reaped: finish() has nothing more to kill but what it started
         for pid in _children():  # what it started
             try:
                 os.kill(pid, 9)

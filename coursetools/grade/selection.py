@@ -78,11 +78,10 @@ def _magic_code(stmt: ast.stmt) -> str | None:
     method, args = value.func.attr, value.args
     if method not in ("run_cell_magic", "run_line_magic") or not args:
         return None
-    if not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args):
+    words = [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if len(words) != len(args) or words[0] not in RUNNING_MAGICS:
         return None
-    if args[0].value not in RUNNING_MAGICS:
-        return None
-    return args[-1].value if method == "run_cell_magic" or len(args) >= 2 else None
+    return words[-1] if method == "run_cell_magic" or len(words) >= 2 else None
 
 
 def _read(stmt: ast.stmt, position: int, depth: int = 0) -> Statement:
@@ -147,8 +146,11 @@ def unwrap_magics(source: str) -> str:
         code = _magic_code(stmt)
         if code is None:
             continue
-        method = stmt.value.func.attr  # type: ignore[attr-defined]
-        name = stmt.value.args[0].value  # type: ignore[attr-defined]
+        call = stmt.value
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)  # noqa: S101 (_magic_code)
+        method = call.func.attr
+        first = call.args[0]
+        name = first.value if isinstance(first, ast.Constant) else None
         if method == "run_line_magic" and name != "time":
             continue  # %timeit's options are not Python: left to the stand-in
         try:

@@ -33,6 +33,7 @@ import types
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_not
+from typing import Any
 
 MODULES = (
     "builtins",
@@ -107,12 +108,12 @@ def _take(namespace: dict | None) -> Callable[[], list[str]]:
     module_type, function_type = types.ModuleType, types.FunctionType
     sys_modules, meta_path = sys.modules, sys.meta_path
     _tuple, _frozenset, _sorted, _str, _list, _zip = tuple, frozenset, sorted, str, list, zip
-    _module_dict = types.ModuleType.__dict__["__dict__"].__get__
+    _module_dict = vars(types.ModuleType)["__dict__"].__get__
     missing = object()
     torch_dir = ""
-    torch_module = sys.modules.get("torch")
-    if torch_module is not None and isinstance(getattr(torch_module, "__file__", None), str):
-        torch_dir = torch_module.__file__.rsplit("/", 1)[0] + "/"
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    if isinstance(torch_file, str):
+        torch_dir = torch_file.rsplit("/", 1)[0] + "/"
 
     def wrapped_by_torch(old, new) -> bool:
         """torch's own lazy wrappers: ``torch.manual_seed`` wrapped when torch._dynamo loads, an
@@ -129,7 +130,7 @@ def _take(namespace: dict | None) -> Callable[[], list[str]]:
 
     modules = _modules()
     watched: list[tuple[str, dict, dict, bool]] = []  # (name, live dict, copy, is a class)
-    functions: list[tuple[str, object, object, object, object]] = []
+    functions: list[tuple[str, Any, Any, Any, Any]] = []
     seen_classes: set[int] = set()
 
     def watch(name: str, live, is_class: bool) -> None:
@@ -162,7 +163,7 @@ def _take(namespace: dict | None) -> Callable[[], list[str]]:
     class_types = []
     for cls_name, cls in classes:
         try:
-            live = _type.__dict__["__dict__"].__get__(cls)  # the mappingproxy, not a forged __dict__
+            live = vars(_type)["__dict__"].__get__(cls)  # the mappingproxy, not a forged __dict__
         except (TypeError, KeyError):
             continue
         watch(cls_name, live, True)

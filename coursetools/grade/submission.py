@@ -369,7 +369,7 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
             )
         if where is None:
             at_end.append(ex_id)
-            found = _allow_list(units, [], ex_id, assignment, review, held, handed_out_indices)
+            found = _allow_list(units, [], ex_id, assignment, review, held, sorted(handed_out_indices))
             if found:
                 forbidden[ex_id] = sorted(found)
         else:
@@ -388,7 +388,7 @@ def build_plan(nb, assignment: Assignment) -> tuple[dict, list[str], list[str]]:
                     forbidden_at(units, cell_index, assignment.forbidden.get(ex_id, ()), review, ex_id)
                 )
             found |= _allow_list(
-                units, [*defining, where], ex_id, assignment, review, held, handed_out_indices
+                units, [*defining, where], ex_id, assignment, review, held, sorted(handed_out_indices)
             )
             if found:
                 forbidden[ex_id] = sorted(found)

@@ -22,6 +22,7 @@ must grade normally. The attacks (a bank of variants, not one example each):
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -281,19 +282,22 @@ def _grade_the_attacks(top: Path, subs: Path, secret: Path, socks: dict) -> dict
         names.append(name)
         nbformat.write(nb, subs / f"{len(names):02d}-{name}.ipynb")
 
+    # since issue 43 only the answer cell (and what it needs) runs for an exercise: each attack is
+    # in the answer cell, after the answer, where it runs in the exercise's own process
     for name, cell in ESCAPES.items():
-        add(name, w(C, after=[cell.replace("{mark}", MARK)]))
+        add(name, w(C + "\n" + cell.replace("{mark}", MARK)))
         add(f"after-{name}", w(C))
     for name, cell in (
         ("stub-forger", STUB_FORGER),
         ("stub-forger-stays", STUB_FORGER.replace("os._exit(0)", "")),
     ):
         stub = fake_class._base()
-        stub.cells.append(nbformat.v4.new_code_cell(cell))
+        answer = fake_class._answer_index(stub)  # the stub, untouched, then the hunt in its cell
+        stub.cells[answer].source += "\n" + cell
         add(name, stub)
     add("after-stub-forger", w(C))
-    add("ahead", w(fake_class.ZEROS, before=[AHEAD]))
-    add("probe", w(C, after=[probe]))
+    add("ahead", w(AHEAD + "\n" + fake_class.ZEROS))
+    add("probe", w(C + "\n" + probe))
     settings = Settings(out=out, timeout_cell=10.0, timeout_total=60.0, timeout_setup=120.0, isolation="auto")
     records = batch.grade("00-how-to-use", subs, out, jobs=1, settings=settings, quiet=True)
     survivors_at_end = _processes_with(MARK)
@@ -376,7 +380,9 @@ def test_a_stub_that_forges_results_and_exits_early_earns_nothing(attacked, name
     assert any("gc" in r for r in record["review"]), record["review"]
     if name == "stub-forger-stays":
         printed = record["output"]["head"]
-        assert "STUB cases 6 channels 0 open sockets 0" in printed, printed
+        # the cases it finds (none since issue 43: the objects loaded before the fork are frozen out
+        # of gc's lists) matter less than what it never finds: a channel or an open socket
+        assert re.search(r"STUB cases \d+ channels 0 open sockets 0", printed), printed
     else:
         assert any("exited" in i or "killed" in i for i in record["incidents"]), record["incidents"]
     assert attacked["records"]["after-stub-forger"]["total"] == 1.0
@@ -385,7 +391,9 @@ def test_a_stub_that_forges_results_and_exits_early_earns_nothing(attacked, name
 @pytest.mark.slow
 def test_replies_written_ahead_are_dropped_and_flagged(attacked):
     record = attacked["records"]["ahead"]
-    assert _score(record) == 0, record["exercises"]
+    # no marks (its code is in the answer cell since issue 43: the rule may hold it, no score at all)
+    assert _score(record) in (0, None), record["exercises"]
+    assert not any(c["status"] == "passed" for c in record["exercises"]["ex-00-1"]["cases"])
     assert any("where the harness sends none" in r for r in record["review"]), record["review"]
 
 

@@ -36,9 +36,10 @@ from coursetools.grade.verdict import finish
 pytestmark = pytest.mark.grader
 NOTEBOOK = "04-scaling-softmax"
 REF = (
+    "_exp = np.exp\n"
     "def _ref(x):\n"
     "    x = np.asarray(x, dtype=float)\n"
-    "    e = np.exp(x - x.max(axis=-1, keepdims=True))\n"
+    "    e = _exp(x - x.max(axis=-1, keepdims=True))\n"
     "    return e / e.sum(axis=-1, keepdims=True)\n"
 )
 HONEST = {
@@ -107,7 +108,9 @@ ROUTES = {
     "torch.library": (LEANS_ON_TORCH, LIBRARY, "before"),
     "get_ipython-ns": (
         LEANS_ON_NP,
-        "import types\n" + REF + "get_ipython()._ns['np'] = types.SimpleNamespace(exp=_ref)\n",
+        "import types\n_np = np\n"
+        + REF.replace("np.", "_np.")
+        + "get_ipython()._ns['np'] = types.SimpleNamespace(exp=_ref)\n",
         "before",
     ),
     "late-callable": (LEANS_ON_NP, LATE, "after"),
@@ -467,3 +470,64 @@ def test_no_state_crosses_exercises(grader):
     cases = record.exercises["ex-04-2"].cases
     assert cases and all(c.status is CaseStatus.PASSED for c in cases), (cases, record.review)
     assert all(c.status is CaseStatus.PASSED for c in record.exercises["ex-04-1"].cases), record.review
+
+
+ONE_NAMESPACE = """
+import json, os, sys
+import numpy as np
+import torch
+
+from coursetools.grade import harness
+
+routes = json.loads(sys.stdin.read())
+x = np.array([[1000.0, 1001.0, 1002.0], [-3.0, 0.0, 2.0]])
+e = np.exp(x - x.max(axis=-1, keepdims=True))
+want = e / e.sum(axis=-1, keepdims=True)
+for name, cells in routes.items():
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        shell = harness._IPythonStandIn()
+        ns = {"__name__": "__main__", "np": np, "display": print}
+        shell._ns = ns  # the stand-in as it was before issue 43: it held the notebook's globals
+        ns["get_ipython"] = lambda: shell
+        ok = False
+        try:
+            for source in cells:
+                exec(compile(source, "<cell>", "exec"), ns)
+            got = ns["stable_softmax"](x.copy())
+            ok = bool(np.allclose(np.asarray(got, dtype=float), want))
+        except BaseException as exc:
+            print(name, type(exc).__name__, exc, file=sys.stderr)
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    print(json.dumps([name, os.read(read, 1) == b"1"]))
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.slow
+def test_each_route_is_a_real_bypass_when_every_cell_shares_one_namespace():
+    """Without isolation (every cell in one namespace, as before issue 43) each route makes the
+    answer that leans on it right: the tests above are not passing on answers that were right
+    anyway or on routes that do nothing. ``get_ipython()._ns`` is given back to the stand-in here."""
+    import json
+    import subprocess
+
+    routes = {}
+    for name, (answer, cell, where) in ROUTES.items():
+        routes[name] = [cell, answer] if where == "before" else [answer, cell]
+    # the old stand-in kept the namespace in ``_ns``; the new one has no room for it
+    code = ONE_NAMESPACE.replace("harness._IPythonStandIn()", "type('Shell', (), {})()")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(routes),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    results = dict(json.loads(line) for line in done.stdout.splitlines() if line.startswith("["))
+    assert results == {name: True for name in ROUTES}, (results, done.stderr[-2000:])
