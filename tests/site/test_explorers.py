@@ -63,6 +63,8 @@ def _page(chapter: str) -> str:
         "08": "08-efficiency",
         "09": "09-positions",
         "10": "10-transformer",
+        "11": "11-vision-transformer",
+        "12": "12-real-text",
     }[chapter]
 
 
@@ -153,6 +155,23 @@ def shown(driver, root, name) -> str:
         root,
         name,
     )
+
+
+def assert_captions_fit_a_phone(driver, root, what):
+    """At 390 px every caption the reader sees ends inside the screen (a wide table scrolls, its
+    caption does not go with it)."""
+    driver.set_window_size(390, 900)
+    try:
+        past = driver.execute_script(
+            "return Array.from(arguments[0].querySelectorAll('caption, .ce-caption'))"
+            ".filter(c => getComputedStyle(c).position !== 'absolute')"
+            ".filter(c => c.getBoundingClientRect().right > document.documentElement.clientWidth + 1)"
+            ".map(c => c.textContent.slice(0, 40));",
+            root,
+        )
+        assert not past, f"{what}: captions cut off at 390 px: {past}"
+    finally:
+        driver.set_window_size(1280, 900)
 
 
 def live_text(driver, root) -> str:
@@ -455,6 +474,7 @@ def check_ch08(driver, base):
         assert "the full softmax gives" in live_text(driver, root)
         press(driver, root, "reset")
     press(driver, root, "all")
+    assert_captions_fit_a_phone(driver, root, "ch08")
     shoot(driver, root, "ch08")
 
 
@@ -478,6 +498,10 @@ def check_ch09(driver, base):
         assert_course(table(driver, root, "rotated"), r64, r32, "ch09 rotated q, k")
         page = table(driver, root, "score")
         assert page[0, 0] == m - n
+        offset_text = driver.execute_script(
+            "return arguments[0].querySelector('table[data-name=\"score\"] tbody td').textContent;", root
+        )
+        assert offset_text == f"{m - n}".replace("-", "\u2212"), offset_text  # an offset, not 3.0000
         assert_course(page[0, 1], d64, d32, "ch09 score")
         scores.append(page[0, 1])
     assert scores[0] == pytest.approx(scores[1], abs=1e-12), "shifting both positions changed the score"
@@ -509,6 +533,7 @@ def check_ch09(driver, base):
         np.testing.assert_array_equal(np.isinf(page), torch.isinf(bias).numpy())
         finite = ~np.isinf(page)
         np.testing.assert_allclose(page[finite], bias.double().numpy()[finite], rtol=1e-7, atol=0)
+    assert_captions_fit_a_phone(driver, root, "ch09-alibi")
     shoot(driver, root, "ch09-alibi")
 
 
@@ -720,7 +745,9 @@ def check_quiz(driver, base, chapter):
                     radio.click()
                     check.click()
                 assert verdict() == ("right" if option.get("correct") else "wrong"), (chapter, q["id"], i)
-                first_words = " ".join(str(option["why"]).split()[:3]).replace("`", "").split("$")[0].strip()
+                # as the page shows it: no code backticks, no emphasis asterisks, math typeset
+                first_words = " ".join(str(option["why"]).split()[:3]).replace("`", "").replace("*", "")
+                first_words = first_words.split("$")[0].strip()
                 assert first_words[:12] in feedback.text.replace("\n", " "), (first_words, feedback.text)
         else:
             box = form.find_element(By.CSS_SELECTOR, "input[type=text]")
@@ -728,7 +755,7 @@ def check_quiz(driver, base, chapter):
                 box.clear()
                 box.send_keys(str(mistake["value"]), Keys.ENTER)
                 assert verdict() == "wrong"
-                words = " ".join(str(mistake["why"]).split()[:2]).split("$")[0].strip()
+                words = " ".join(str(mistake["why"]).split()[:2]).replace("*", "").split("$")[0].strip()
                 assert words[:8] in feedback.text, (mistake, feedback.text)
             box.clear()
             box.send_keys("not a number")

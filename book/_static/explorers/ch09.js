@@ -43,7 +43,7 @@
       tables.appendChild(C.table({ name: "rotated", caption: "Rotated query and key", cols: ["first", "second"],
         rows: ["q at m", "k at n"], values: [rq, rk] }));
       tables.appendChild(C.table({ name: "score", caption: "Their score", cols: ["m \u2212 n", "score"], rows: ["q\u00b7k"],
-        values: [[pm - pn, score]] }));
+        values: [[pm - pn, score]], text: function (v, i, j) { return j === 0 ? C.fmt(v, 0) : C.fmt(v); } }));
       tables.appendChild(C.table({ name: "by-offset", caption: "The score for the key at n and the query at n + offset",
         cols: offsets, rows: ["score"], values: [byOffset], digits: 3 }));
       live.textContent = "Query at " + pm + ", key at " + pn + ", offset " + (pm - pn) + ": score " + C.fmt(score, 4) +

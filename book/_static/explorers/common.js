@@ -85,7 +85,9 @@
   C.table = function (o) {
     var wrap = C.el("div", { class: "ce-table-wrap", tabindex: "0", role: "region", "aria-label": o.caption });
     var table = C.el("table", { class: "ce-table", "data-name": o.name });
-    table.appendChild(C.el("caption", { text: o.caption }));
+    /* the caption is read from the table; the one seen sits above the scrolling part, so that a
+     * table wider than a phone's screen does not cut its caption off */
+    table.appendChild(C.el("caption", { class: "ce-visually-hidden", text: o.caption }));
     if (o.cols) {
       var head = C.el("tr", {}, C.el("td", {}));
       o.cols.forEach(function (c) { head.appendChild(C.el("th", { scope: "col", text: c })); });
@@ -109,7 +111,7 @@
     });
     table.appendChild(tbody);
     wrap.appendChild(table);
-    return wrap;
+    return C.el("div", { class: "ce-table-box" }, C.el("p", { class: "ce-caption", "aria-hidden": "true", text: o.caption }), wrap);
   };
 
   /* The course's blue (#0b5394) at strength a in [0, 1] over white. */
