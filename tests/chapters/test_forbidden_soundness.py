@@ -5,7 +5,9 @@ The rule (attnlib/checks/allowed.py, attnlib.checks.forbidden.audit_notebook on 
 side, audit_function in check()) lets an answer reference only what its exercise's allow-list
 names. Each kind of evasion the unseen hostile class used is a family of payloads here,
 written afresh (not only the ones the issue quotes); every payload must come out forbidden
-(0 marks) or held for review, never clean, on the grader's side (the notebook as the
+(0 marks) or held for review, never clean, on the grader's side, or be left out of what
+runs for the exercise by the grader's isolation (issue 43: only the handed-out cells and the
+statements the answer needs run, so a patch in another cell never reaches it) (the notebook as the
 grader's reader sees it, attnlib not imported there) and, where the payload is a function,
 on check()'s side with the same verdict. The other direction: every solution, and every right
 answer of both answer banks, comes out clean on both sides (no review for legitimate work).
@@ -14,7 +16,9 @@ The table of attnlib's public paths that resolves identities is tested to be cur
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import importlib
 import itertools
 import linecache
@@ -483,13 +487,40 @@ def _assignment(exercise: str):
     return _ASSIGNMENTS[stem]
 
 
-def grader_verdict(payload: Payload) -> str:
-    """``forbidden``, ``review`` or ``clean``: the exercise's verdict in the grader's plan."""
+def _statements(source: str) -> list[str]:
+    try:
+        return [ast.unparse(stmt) for stmt in ast.parse(source).body]
+    except SyntaxError:
+        return [source]
+
+
+def _cut(plan: dict, payload: Payload) -> bool:
+    """Whether the grader's isolation (issue 43: each exercise runs the handed-out cells and only
+    the learner's statements its answer needs, ``plan["selected"]``) leaves out a statement of
+    the payload's other cells: the patch or alias it carries then never runs for the answer."""
+    selected = plan.get("selected", {}).get(payload.exercise)
+    if selected is None:
+        return False
+    ran = {stmt for _index, source in selected["learner"] for stmt in _statements(source)}
+    extra = [stmt for source in (*payload.before, *payload.after) for stmt in _statements(source)]
+    return any(stmt not in ran for stmt in extra)
+
+
+@functools.cache
+def _plan(payload: Payload) -> dict:
     assignment = _assignment(payload.exercise)
-    plan, _notes, _review = submission.build_plan(_notebook(assignment, payload), assignment)
+    return submission.build_plan(_notebook(assignment, payload), assignment)[0]
+
+
+def grader_verdict(payload: Payload) -> str:
+    """``forbidden``, ``review``, ``isolated`` (the payload's patch is not among the statements
+    that run for the exercise) or ``clean``: the exercise's verdict in the grader's plan."""
+    plan = _plan(payload)
     if plan.get("forbidden", {}).get(payload.exercise):
         return "forbidden"
-    return "review" if plan.get("held", {}).get(payload.exercise) else "clean"
+    if plan.get("held", {}).get(payload.exercise):
+        return "review"
+    return "isolated" if _cut(plan, payload) else "clean"
 
 
 def _category(audit: Audit) -> str:
@@ -523,7 +554,7 @@ def test_the_bank_has_several_payloads_of_every_kind():
 def test_no_evasion_is_marked_by_the_grader(payload):
     verdict = grader_verdict(payload)
     assert verdict != "clean", payload.answer
-    if payload.expect != "any":
+    if payload.expect != "any" and not _cut(_plan(payload), payload):
         assert verdict == payload.expect, (verdict, payload.answer)
 
 
@@ -602,7 +633,7 @@ LEGITIMATE = [
 
 @pytest.mark.parametrize("payload", LEGITIMATE, ids=lambda p: p.answer.splitlines()[1][:40])
 def test_legitimate_notebook_patterns_are_clean_on_both_sides(payload):
-    assert grader_verdict(payload) == "clean", payload
+    assert grader_verdict(payload) in ("clean", "isolated"), payload  # isolated: its cell does not run
     assert _category(learner_audit(payload)) == "clean", learner_audit(payload)
 
 
