@@ -328,3 +328,60 @@ def test_the_generator_refuses_a_solution_that_holds_the_line():
 )
 def test_not_allowed_line_spells_entries_as_the_learner_writes_them(forbidden, expected):
     assert assign.not_allowed_line(forbidden) == expected
+
+
+# --------------------------------------------------------------------------- the rule itself (issue 43)
+
+
+def _intro_before(nb, index: int) -> str:
+    j = index - 1
+    while j >= 0 and nb.cells[j].cell_type != "markdown":
+        j -= 1
+    return nb.cells[j].source if j >= 0 else ""
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
+def test_every_exercise_text_states_the_capability_rule(path):
+    """Each exercise's text tells the learner what the grader admits and what it holds
+    (attnlib.checks.allowed.RULE_SENTENCE), before any "Not allowed" line."""
+    from attnlib.checks.allowed import RULE_SENTENCE
+
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        exercise_id = (cell.metadata.get("attnlib") or {}).get("exercise")
+        if cell.cell_type != "code" or not exercise_id:
+            continue
+        text = _intro_before(nb, index)
+        assert text.count(RULE_SENTENCE) == 1, (exercise_id, text[-300:])
+        if MARKER in text:
+            assert text.index(RULE_SENTENCE) < text.index(MARKER), exercise_id
+
+
+def test_check_names_the_rule_and_the_reference_before_grading(capsys):
+    """check() on an answer the grader would hold prints the rule and what it refused; on an
+    answer that uses a forbidden call, the call and that it scores 0."""
+    import numpy as np
+
+    from attnlib.checks import check
+    from attnlib.checks.allowed import RULE_SENTENCE
+    from attnlib.checks.notebook import wrap_feedback
+
+    def stable_softmax(x):
+        import sys  # noqa: F401 - the refused reference
+
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    check("ex-04-1", stable_softmax)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "REVIEW" in out and "uses sys" in out, out
+    assert " ".join(wrap_feedback(RULE_SENTENCE).split()) in out, out
+
+    def log_sum_exp(x):
+        import torch
+
+        return torch.logsumexp(torch.as_tensor(x), -1).numpy()
+
+    check("ex-04-2", log_sum_exp)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "torch.logsumexp" in out and "scores 0" in out, out
