@@ -105,15 +105,22 @@ def test_a_crash_or_hang_on_a_hidden_case_names_it_by_its_label(graded, name, wo
 
 @pytest.mark.slow
 def test_a_later_cells_error_shows_neither_its_type_nor_its_text(graded):
-    """(Issue 43.3: a type's name is the learner's code's to choose, "type only" was a channel.)"""
+    """(Issue 43.3: a type's name is the learner's code's to choose, "type only" was a channel.)
+
+    Since each exercise runs in its own process (issue 43.1) the later cell no longer runs beside
+    the hidden cases, so the grader may record no error at all; where it records one, it came
+    after the hidden cases and the learner reads "raised an error" only."""
     record = graded["recorder"]
+    assert all(c.passed for c in record.exercises[EX].cases)  # the recorder saw every hidden input
     errors = [e for e in record.cell_errors if e.get("etype") == "ValueError"]
-    assert errors and "SHAPES" in errors[0]["text"] and errors[0].get("after_hidden"), record.cell_errors
     for door, text in _learner_texts(record, show=False).items():
         assert _leaks(text) == [], (door, _leaks(text))
     feedback = _learner_texts(record, show=False)["feedback"]
-    assert "`ValueError`" not in feedback and report.RAISED in feedback
-    assert "SHAPES" in _learner_texts(record, show=True)["feedback"]
+    assert "`ValueError`" not in feedback
+    if errors:
+        assert "SHAPES" in errors[0]["text"] and errors[0].get("after_hidden"), record.cell_errors
+        assert report.RAISED in feedback
+        assert "SHAPES" in _learner_texts(record, show=True)["feedback"]
 
 
 def test_each_hidden_case_name_would_otherwise_be_enumerable():
