@@ -157,3 +157,49 @@ def test_recorded_accuracies_are_whole_images_so_the_chapter_counts_them():
         for acc in values:
             assert abs(acc * vit.N_TEST - round(acc * vit.N_TEST)) < 1e-3, (run["seed"], acc)
     assert round(0.949999988079071 * vit.N_TEST) == 342 and 0.949999988079071 < 0.95
+
+
+def test_rollout_baselines_are_the_controls_of_position(data, monkeypatch):
+    """The mean map and other images' maps: what a rollout blind to the picture gives on the same ink."""
+    from attnlib.chapters import vit_controls
+
+    images = data["test"][0][:40]
+    ink = vit_controls.ink_patches(images).float()  # (40, 4, 4)
+    assert ink.shape == (40, 4, 4)
+    # a map that looks at the middle columns only, whatever the image: no preference beyond position
+    middle = torch.zeros(4, 4)
+    middle[:, 1:3] = 1 / 8
+    monkeypatch.setattr(vit, "rollout_to_image", lambda model, x: middle.expand(len(x), 4, 4) * 0.7)
+    blind = vit_controls.rollout_baselines(None, images)
+    assert blind["own"] == pytest.approx(blind["mean_map"]) == pytest.approx(blind["other_maps"])
+    assert blind["own"] > blind["even"]  # it "beats" an even spread, by position alone
+    assert blind["even"] == pytest.approx(ink.mean().item())
+    # a map that follows each image's own ink: above both controls
+    follows = ink / ink.sum((1, 2), keepdim=True)
+    monkeypatch.setattr(vit, "rollout_to_image", lambda model, x: follows[: len(x)] * 0.5)
+    seeing = vit_controls.rollout_baselines(None, images)
+    assert seeing["own"] == pytest.approx(1.0)
+    assert seeing["own"] > seeing["mean_map"] + 0.05 and seeing["own"] > seeing["other_maps"] + 0.05
+    # other_maps is the mean over pairs i != j of map j on the ink of image i
+    pairs = [
+        (follows[j] * ink[i]).sum().item() for i in range(len(images)) for j in range(len(images)) if i != j
+    ]
+    assert seeing["other_maps"] == pytest.approx(sum(pairs) / len(pairs), rel=1e-5)
+    # the real model: own share equals chapter 11's rollout_on_ink on the same images
+    monkeypatch.undo()
+    model = vit.build("vit", 0)
+    assert vit_controls.rollout_baselines(model, images)["own"] == pytest.approx(
+        vit.rollout_on_ink(model, images)[0], abs=1e-6
+    )
+
+
+def test_the_rollout_record_has_five_seeds_and_its_controls():
+    """ch11-rollout: the chapter's ViT from at least 5 seeds, its rollout beside the position controls."""
+    from attnlib.chapters import spread
+
+    runs = spread.load("ch11-rollout")
+    assert runs.n_seeds >= spread.MIN_SEEDS
+    for run in runs.runs:
+        m = run["metrics"]
+        assert 0 < m["ink_share"] < m["rollout_ink_mean_map"] < 1 and 0 < m["rollout_ink_other_maps"] < 1
+        assert abs(m["vit"] * vit.N_TEST - round(m["vit"] * vit.N_TEST)) < 1e-3

@@ -216,7 +216,19 @@ def test_every_record_counts_its_seeds():
 # drift), or a run that `spread --stamp` found to repeat bit for bit on this machine's kind.
 # Elsewhere the test skips and says why. Compared to 1e-6 relative: a record older than the
 # code drifts by far more, and rounding noise of a refactor is tolerated. Two at a time.
-REPEATED = ["ch01", "ch02", "ch03", "ch06", "ch07", "ch09", "ch10", "ch10-ablation", "ch11", "ch12"]
+REPEATED = [
+    "ch01",
+    "ch02",
+    "ch03",
+    "ch06",
+    "ch07",
+    "ch09",
+    "ch10",
+    "ch10-ablation",
+    "ch11",
+    "ch11-rollout",
+    "ch12",
+]
 REPEAT_KEY = (0, "native", 1)  # seed, path, threads: the page's own setting
 
 
