@@ -275,7 +275,6 @@ def run(wire: dict) -> None:
         if learner == 0:
             try:
                 _restore_signals(handlers)
-                os.setpgid(0, 0)  # its own group: the parent kills the group after the exercise
                 parent_end.close()
                 os.close(channel.fd)
                 channel._token = ""  # this copy of the parent's memory forgets the run's secret
@@ -364,21 +363,27 @@ def _set_subreaper() -> None:
         pass
 
 
-def _children() -> list[int]:
-    """The trusted parent's children, from /proc (the exercise's process and the orphans it left)."""
-    me, found = os.getpid(), list[int]()
+def _children(root: int | None = None) -> list[int]:
+    """The descendants of ``root`` (by default the trusted parent: the exercise's process, the
+    orphans it left and theirs), from /proc."""
+    parents: dict[int, list[int]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return found
+        return []
     for name in names:
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat", "rb") as fh:
-                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == me:
-                        found.append(int(name))
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
+            parents.setdefault(ppid, []).append(int(name))
+    found, todo = list[int](), [os.getpid() if root is None else root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
     return found
 
 
@@ -405,8 +410,10 @@ def _clear_writable(home: str, private_shm: bool) -> None:
 
 
 def _kill_learner(pid: int) -> None:
-    """Kill exercise process ``pid``, its group and everything it started; reap them all."""
-    targets = [-pid, pid]
+    """Kill exercise process ``pid`` and everything it started (its descendants; their orphans come
+    to the trusted parent, a subreaper); reap them all. It stays in the trusted parent's process
+    group, so that the grader's kill of the run's group reaches it too."""
+    targets = [pid, *_children(pid)]
     if os.getpid() == 1:
         targets.append(-1)  # PID 1 of the namespace: every other process in it
     for _ in range(3):
