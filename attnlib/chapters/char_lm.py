@@ -32,6 +32,7 @@ from attnlib.chapters.tiny_lm import TinyDecoderLM
 __all__ = [
     "DATA_PATH",
     "SHA256",
+    "EMBED_STD",
     "CharVocab",
     "bigram_loss",
     "build_char_model",
@@ -42,6 +43,7 @@ __all__ = [
     "induction_test",
     "load_text",
     "lr_at",
+    "recency_baseline",
     "split",
     "top_k_logits",
     "train_lm",
@@ -102,6 +104,9 @@ def get_batch(data: torch.Tensor, batch_size: int, context: int, generator: torc
     return torch.stack([data[s : s + context + 1] for s in starts.tolist()])
 
 
+EMBED_STD = 0.02  # nanoGPT's (and GPT-2's) initial scale of the embeddings
+
+
 def build_char_model(
     seed: int,
     vocab_size: int,
@@ -115,10 +120,17 @@ def build_char_model(
 ) -> TinyDecoderLM:
     """Chapter 10's decoder-only model for characters, initial weights from ``seed`` alone.
 
-    With ``tie`` the output layer's weight *is* the embedding matrix (one
-    ``(V, D)`` parameter used twice, Press & Wolf 2017); the head keeps its
-    bias. ``block_kwargs`` go to every block (``dropout``, ``norm_first``).
-    The weights are drawn inside :func:`torch.random.fork_rng`.
+    The token embedding is drawn from N(0, :data:`EMBED_STD` ²), as nanoGPT's
+    ``GPT._init_weights`` does (``torch.nn.init.normal_(..., std=0.02)`` for
+    every ``nn.Embedding``), not ``nn.Embedding``'s N(0, 1): with ``tie`` the
+    output layer's weight *is* the embedding matrix (one ``(V, D)`` parameter
+    used twice, Press & Wolf 2017), and N(0, 1) rows dotted with a
+    LayerNorm'd vector of norm about sqrt(D) give logits of spread sqrt(D),
+    an initial loss tens of nats above ln V. The head keeps its bias. Without
+    ``tie`` the head's weight gets its own draw from the same N(0, 0.02²),
+    after the embedding's, so tied and untied models share every other
+    initial weight. ``block_kwargs`` go to every block (``dropout``,
+    ``norm_first``). The weights are drawn inside :func:`torch.random.fork_rng`.
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -128,8 +140,12 @@ def build_char_model(
             max_len=context, vocab_size=vocab_size, **block_kwargs,
         )
         # fmt: on
-        if tie:
-            model.head.weight = model.embed.weight  # (V, D): the same Parameter
+        with torch.no_grad():
+            nn.init.normal_(model.embed.weight, mean=0.0, std=EMBED_STD)
+            if tie:
+                model.head.weight = model.embed.weight  # (V, D): the same Parameter
+            else:
+                nn.init.normal_(model.head.weight, mean=0.0, std=EMBED_STD)
     return model
 
 
@@ -198,8 +214,9 @@ def train_lm(
     The rate follows :func:`lr_at` (``warmup_steps=0``: no warm-up;
     ``min_lr=peak_lr``: no decay). ``clip``: the gradient's total norm is
     clipped to it (``None``: not clipped). The batches come from ``seed``, and
-    so does the dropout. Every ``eval_every`` steps (and after the last) the
-    loss on ``train_windows`` and ``val_windows`` is measured in eval mode.
+    so does the dropout. Before the first step (``eval_step`` 0: the initial
+    loss), every ``eval_every`` steps and after the last, the loss on
+    ``train_windows`` and ``val_windows`` is measured in eval mode.
     The log holds ``"loss"`` (every step), ``"grad_norm"`` (before clipping),
     ``"eval_step"``, ``"train_eval"``, ``"val_eval"``.
     """
@@ -208,6 +225,10 @@ def train_lm(
         param_groups(model, weight_decay), lr=peak_lr, betas=(0.9, 0.99))
     log = {"loss": [], "grad_norm": [], "eval_step": [], "train_eval": [],
            "val_eval": []}
+    if val_windows is not None:  # step 0: the loss of the initial weights
+        log["eval_step"].append(0)
+        log["train_eval"].append(estimate_loss(model, train_windows))
+        log["val_eval"].append(estimate_loss(model, val_windows))
     model.train()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # the dropout masks
@@ -344,6 +365,49 @@ def head_scores(model: TinyDecoderLM, windows: torch.Tensor) -> dict:
     }
 
 
+def _recency_maps(log_ratio: torch.Tensor, length: int) -> torch.Tensor:
+    """(n, L, L): causal rows with weight proportional to ``exp(log_ratio * distance)``, float64."""
+    pos = torch.arange(length, dtype=torch.float64)
+    distance = pos[:, None] - pos[None, :]  # (L, L): query minus key
+    scores = log_ratio[:, None, None] * distance  # (n, L, L)
+    scores = scores.masked_fill(distance < 0, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+@torch.no_grad()
+def recency_baseline(maps: torch.Tensor) -> dict:
+    """A matched control for a previous-token score: each head's recency, without its peak.
+
+    ``maps`` (..., B, h, L, L): causal attention weights (leading dims: layers).
+    For each head, its mean distance back (query minus key, over the rows
+    ``1 .. L-1`` and the batch) is measured; a *recency head* puts weight
+    proportional to ``r ** distance`` on every key up to its query, with ``r``
+    chosen (bisection on ``log r``) so that its mean distance is the head's.
+    Returns, per head (..., h): ``"distance"`` (the head's mean distance back),
+    ``"previous"`` (its mean weight on the previous token, as :func:`head_scores`)
+    and ``"recency_previous"`` (the matched recency head's weight on the
+    previous token). A head that only prefers what is near scores about its
+    recency head; a previous-token head scores well above it.
+    """
+    maps = maps.double()
+    L = maps.shape[-1]
+    pos = torch.arange(L, dtype=torch.float64)
+    distance = (pos[:, None] - pos[None, :]).clamp(min=0)  # (L, L)
+    rows = torch.arange(1, L)
+    mean_d = (maps[..., 1:, :] * distance[1:]).sum(-1).mean(-1).mean(-2)  # (..., h): rows, then batch
+    previous = maps[..., rows, rows - 1].mean(-1).mean(-2)  # (..., h)
+    target = mean_d.flatten()
+    lo = torch.full_like(target, -30.0)
+    hi = torch.full_like(target, 30.0)
+    for _ in range(80):  # a recency head's mean distance grows with log r
+        mid = (lo + hi) / 2
+        d_mid = (_recency_maps(mid, L)[:, 1:] * distance[1:]).sum(-1).mean(-1)
+        lo = torch.where(d_mid < target, mid, lo)
+        hi = torch.where(d_mid < target, hi, mid)
+    fitted = _recency_maps((lo + hi) / 2, L)[:, rows, rows - 1].mean(-1)
+    return {"distance": mean_d, "previous": previous, "recency_previous": fitted.reshape(mean_d.shape)}
+
+
 def bigram_loss(train_data: torch.Tensor, val_data: torch.Tensor, vocab_size: int) -> float:
     """Held-out loss of counted bigram frequencies (add-one smoothing): the no-context baseline."""
     counts = torch.ones(vocab_size, vocab_size, dtype=torch.float64)
@@ -378,12 +442,15 @@ def main_experiment(seed: int, steps: int = MAIN_STEPS) -> dict:
     """Chapter 12's model: the recipe on :data:`MAIN`, ``steps`` steps from ``seed``.
 
     Returns ``"loss"`` (mean training loss of each 25 steps), ``"clipped"``
-    (share of steps whose gradient norm exceeded 1), the curves
+    (share of steps whose gradient norm exceeded 1), ``"max_grad"``, the curves
     (``"eval_step"``, ``"train_eval"``, ``"val_eval"``: eval-mode loss on
-    fixed windows every 50 steps), the final held-out loss ``"val"``, the
-    induction test (``"first"``, ``"second"``, ``"induction"`` flattened
-    layer-major), and the heads' weight on the previous and current token over
-    held-out text (``"previous"``, ``"current"``). No timing is recorded.
+    fixed windows at step 0 and every 50 steps), the initial and final
+    held-out loss ``"val_init"`` and ``"val"``, the induction test
+    (``"first"``, ``"second"``, ``"induction"`` flattened layer-major), and,
+    per head over held-out text, the weight on the previous and current token
+    (``"previous"``, ``"current"``), the mean distance back (``"distance"``)
+    and the previous-token weight of the recency head matched to that distance
+    (``"recency_previous"``, :func:`recency_baseline`). No timing is recorded.
     """
     vocab, train_data, val_data = corpus()
     model = build_char_model(seed, len(vocab), CONTEXT, **MAIN)
@@ -402,20 +469,26 @@ def main_experiment(seed: int, steps: int = MAIN_STEPS) -> dict:
     ind = induction_test(
         model, repeated_random(64, INDUCTION_HALF, len(vocab), torch.Generator().manual_seed(7))
     )
-    heads = head_scores(model, eval_windows(val_data, CONTEXT)[:, :-1])
+    held_out = eval_windows(val_data, CONTEXT)[:, :-1]
+    heads = head_scores(model, held_out)
+    recency = recency_baseline(attention_maps(model, held_out))
     losses = log["loss"]
     return {
         "loss": [sum(losses[i : i + 25]) / 25 for i in range(0, len(losses), 25)],
         "clipped": sum(n > 1.0 for n in log["grad_norm"]) / len(losses),
+        "max_grad": max(log["grad_norm"]),
         "eval_step": log["eval_step"],
         "train_eval": log["train_eval"],
         "val_eval": log["val_eval"],
+        "val_init": log["val_eval"][0],
         "val": log["val_eval"][-1],
         "first": ind["first"],
         "second": ind["second"],
         "induction": ind["induction"].flatten().tolist(),
         "previous": heads["previous"].flatten().tolist(),
         "current": heads["current"].flatten().tolist(),
+        "distance": recency["distance"].flatten().tolist(),
+        "recency_previous": recency["recency_previous"].flatten().tolist(),
     }
 
 
@@ -443,22 +516,35 @@ def practice_key(name: str) -> str:
     return name.replace(",", "").replace(" ", "_")
 
 
-def practice_run(seed: int, name: str, data=None) -> dict:
-    """One variant of :data:`PRACTICE_VARIANTS` from ``seed``: its model and its training log.
+def practice_model(seed: int, name: str, vocab_size: int) -> TinyDecoderLM:
+    """The initial model of variant ``name`` of :data:`PRACTICE_VARIANTS`, from ``seed``.
 
     Every variant starts from the recipe's initial weights where its parameters
-    coincide (the untied model's head gets a copy of the embedding), and all
-    see the same batches.
+    coincide. The untied model's head is the one parameter the recipe does not
+    have: it gets its own draw from the embedding's distribution
+    (:func:`build_char_model`), not a copy of the embedding, so that the
+    ablation changes one thing, the sharing.
     """
-    vocab, train_data, val_data = data or corpus()
     train_kw, model_kw = PRACTICE_VARIANTS[name]
     tie = model_kw.get("tie", True)
     block_kw = {k: v for k, v in model_kw.items() if k != "tie"}
-    reference = build_char_model(seed, len(vocab), PRACTICE_CONTEXT, **PRACTICE)
-    model = build_char_model(seed, len(vocab), PRACTICE_CONTEXT, tie=tie, **PRACTICE, **block_kw)
+    reference = build_char_model(seed, vocab_size, PRACTICE_CONTEXT, **PRACTICE)
+    model = build_char_model(seed, vocab_size, PRACTICE_CONTEXT, tie=tie, **PRACTICE, **block_kw)
     state = reference.state_dict()
-    state["head.weight"] = state["embed.weight"]  # the untied head starts as a copy
+    if not tie:
+        state["head.weight"] = model.state_dict()["head.weight"]  # its own draw
     model.load_state_dict({k: state[k].clone() for k in model.state_dict()})
+    return model
+
+
+def practice_run(seed: int, name: str, data=None) -> dict:
+    """One variant of :data:`PRACTICE_VARIANTS` from ``seed``: its model and its training log.
+
+    The model is :func:`practice_model`'s; all variants see the same batches.
+    """
+    vocab, train_data, val_data = data or corpus()
+    train_kw, _ = PRACTICE_VARIANTS[name]
+    model = practice_model(seed, name, len(vocab))
     log = train_lm(
         model,
         train_data,
@@ -478,10 +564,13 @@ def practice_experiment(seed: int) -> dict:
     """Every variant of :data:`PRACTICE_VARIANTS`, same initial weights and batches.
 
     Per variant (suffix :func:`practice_key`): ``"loss"`` (mean training loss of
-    each 10 steps), ``"train"`` and ``"val"`` (eval-mode loss on fixed training
-    and held-out windows after the last step), ``"val_curve"`` (every 40
-    steps and after the last), ``"params"`` (distinct parameters), ``"clipped"`` (share of steps
-    whose gradient norm exceeded the clip, 1.0), ``"max_grad"``.
+    each 10 steps), ``"init"`` (held-out loss of the initial weights), ``"train"``
+    and ``"val"`` (eval-mode loss on fixed training and held-out windows after
+    the last step), ``"val_curve"`` (at step 0, every 40 steps and after the
+    last), ``"params"`` (distinct parameters), ``"clipped"`` (share of steps
+    whose gradient norm exceeded the clip, 1.0), ``"max_grad"`` and
+    ``"max_grad_step"`` (the largest gradient norm before clipping, and its
+    step, 1-based).
     """
     data = corpus()
     out = {}
@@ -490,12 +579,14 @@ def practice_experiment(seed: int) -> dict:
         log, key = run["log"], practice_key(name)
         losses, norms = log["loss"], log["grad_norm"]
         out[f"loss_{key}"] = [sum(losses[i : i + 10]) / 10 for i in range(0, len(losses), 10)]
+        out[f"init_{key}"] = log["val_eval"][0]
         out[f"train_{key}"] = log["train_eval"][-1]
         out[f"val_{key}"] = log["val_eval"][-1]
         out[f"val_curve_{key}"] = log["val_eval"]
         out[f"params_{key}"] = sum(p.numel() for p in run["model"].parameters())
         out[f"clipped_{key}"] = sum(n > 1.0 for n in norms) / len(norms)
         out[f"max_grad_{key}"] = max(norms)
+        out[f"max_grad_step_{key}"] = norms.index(max(norms)) + 1
     return out
 
 
