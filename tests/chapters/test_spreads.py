@@ -355,3 +355,44 @@ def test_the_machine_key_reads_this_machine():
     assert key["torch"] and key["capability"] and key["blas"]
     assert spread.key_matches(key, spread.machine_key())
     assert spread.describe_key(key).startswith(key.get("vendor", ""))
+
+
+def test_stamp_keeps_only_runs_that_repeat_bit_for_bit(tmp_path, monkeypatch):
+    """stamp records this machine's key with the runs that gave every number again, and nothing else."""
+    runs = [
+        {"seed": 0, "path": p, "capability": c, "threads": 1, "metrics": {"x": v}}
+        for p, c, v in (("native", "AVX512", 1.0), ("default", "DEFAULT", 2.0))
+    ]
+    record = {
+        "name": "toy",
+        "experiment": "m:f",
+        "source_hash": "h",
+        "paths": ["native", "default"],
+        "runs": runs,
+    }
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(spread, "source_hash", lambda experiment: "h")
+    monkeypatch.setattr(spread, "machine_key", lambda: dict(AMD))
+    here = {"native": ("AVX2", 1.5), "default": ("DEFAULT", 2.0)}  # native rounds otherwise here
+
+    def fake_run(experiment, seed, p, threads):
+        cap, value = here[p]
+        return {"seed": seed, "path": p, "capability": cap, "threads": threads, "metrics": {"x": value}}
+
+    monkeypatch.setattr(spread, "run_one", fake_run)
+    spread.stamp("toy", directory=tmp_path)
+    stamped = json.loads(path.read_text())
+    assert stamped["reproduced_on"] == [{"key": AMD, "runs": [[0, "default", 1]]}]
+    assert spread.repeatable_run(stamped, AMD) == (
+        (0, "default", 1),
+        "this machine's kind reproduced it when stamped",
+    )
+    here["default"] = ("DEFAULT", 2.5)  # nothing repeats: refused, the file as it was
+    before = path.read_text()
+    with pytest.raises(AssertionError, match="no run of toy repeats bit for bit"):
+        spread.stamp("toy", directory=tmp_path)
+    assert path.read_text() == before
+    monkeypatch.setattr(spread, "source_hash", lambda experiment: "other")
+    with pytest.raises(ValueError, match="recorded from other code"):
+        spread.stamp("toy", directory=tmp_path)
