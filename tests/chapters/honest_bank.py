@@ -829,3 +829,71 @@ add(
     "np.maximum",
     "def online_softmax_step(m, l, block):\n    m_new = float(np.maximum(m, block.max(initial=-np.inf)))\n    if np.isneginf(m_new):\n        return m_new, float(l)\n    return m_new, float(l * np.exp(m - m_new) + np.exp(block - m_new).sum())\n",
 )
+
+# ------------------------------------------------------------------------------------ ex-07-1
+add(
+    "ex-07-1",
+    "masked_fill",
+    "import math\nimport torch\n\ndef cross_attention(decoder_states, encoder_states, w_q, w_k, w_v, source_mask):\n    q, k, v = decoder_states @ w_q, encoder_states @ w_k, encoder_states @ w_v\n    s = q @ k.transpose(-1, -2) / math.sqrt(w_q.shape[-1])\n    s = s.masked_fill(~source_mask[:, None, :], float('-inf'))\n    e = torch.exp(s - s.amax(-1, keepdim=True))\n    w = e / e.sum(-1, keepdim=True)\n    return w @ v, w\n",
+)
+add(
+    "ex-07-1",
+    "einsum + where",
+    "import torch\n\ndef cross_attention(decoder_states, encoder_states, w_q, w_k, w_v, source_mask):\n    q = torch.einsum('btd,dk->btk', decoder_states, w_q)\n    k = torch.einsum('bse,ek->bsk', encoder_states, w_k)\n    v = torch.einsum('bse,ev->bsv', encoder_states, w_v)\n    s = torch.einsum('btk,bsk->bts', q, k) / q.shape[-1] ** 0.5\n    s = torch.where(source_mask.unsqueeze(1), s, torch.tensor(float('-inf'), dtype=s.dtype))\n    w = (s - s.max(-1, keepdim=True).values).exp()\n    w = w / w.sum(-1, keepdim=True)\n    return torch.einsum('bts,bsv->btv', w, v), w\n",
+)
+add(
+    "ex-07-1",
+    "typing + helper",
+    "from typing import Tuple\nimport torch\n\ndef softmax_last(s):\n    e = torch.exp(s - s.amax(dim=-1, keepdim=True))\n    return e / e.sum(dim=-1, keepdim=True)\n\ndef cross_attention(decoder_states, encoder_states, w_q, w_k, w_v, source_mask) -> Tuple[torch.Tensor, torch.Tensor]:\n    q = decoder_states @ w_q\n    k = encoder_states @ w_k\n    scores = torch.bmm(q, k.transpose(1, 2)) / w_k.shape[1] ** 0.5\n    w = softmax_last(scores.masked_fill(source_mask.logical_not().unsqueeze(1), -torch.inf))\n    return torch.bmm(w, encoder_states @ w_v), w\n",
+)
+
+# ------------------------------------------------------------------------------------ ex-07-2
+add(
+    "ex-07-2",
+    "arange compare",
+    "import torch\n\ndef source_mask(src_lengths, src_len):\n    return (torch.arange(src_len)[None, :] < src_lengths[:, None])[:, None, None, :]\n",
+)
+add(
+    "ex-07-2",
+    "view",
+    "import torch\n\ndef source_mask(src_lengths, src_len):\n    B = src_lengths.shape[0]\n    pos = torch.arange(src_len).view(1, 1, 1, src_len)\n    return pos < src_lengths.view(B, 1, 1, 1)\n",
+)
+add(
+    "ex-07-2",
+    "meshgrid",
+    "import torch\n\ndef source_mask(src_lengths, src_len):\n    L, P = torch.meshgrid(src_lengths, torch.arange(src_len), indexing='ij')\n    return (P < L).unsqueeze(1).unsqueeze(1)\n",
+)
+
+# ------------------------------------------------------------------------------------ ex-08-2
+add(
+    "ex-08-2",
+    "as the formulas",
+    "import math\nimport torch\n\ndef tile_update(m, l, acc, q_tile, k_tile, v_tile):\n    E = q_tile @ k_tile.transpose(-1, -2) / math.sqrt(q_tile.shape[-1])\n    m_new = torch.maximum(m, E.amax(-1, keepdim=True))\n    c = torch.exp(m - m_new)\n    P = torch.exp(E - m_new)\n    return m_new, c * l + P.sum(-1, keepdim=True), c * acc + P @ v_tile\n",
+)
+add(
+    "ex-08-2",
+    "einsum",
+    "import torch\n\ndef tile_update(m, l, acc, q_tile, k_tile, v_tile):\n    E = torch.einsum('...qd,...kd->...qk', q_tile, k_tile) * q_tile.shape[-1] ** -0.5\n    m2 = torch.max(m, E.max(dim=-1, keepdim=True).values)\n    scale = (m - m2).exp()\n    P = (E - m2).exp()\n    l2 = scale * l + P.sum(dim=-1, keepdim=True)\n    acc2 = scale * acc + torch.einsum('...qk,...kv->...qv', P, v_tile)\n    return m2, l2, acc2\n",
+)
+add(
+    "ex-08-2",
+    "namedtuple state",
+    "from collections import namedtuple\nimport torch\n\nState = namedtuple('State', 'm l acc')\n\ndef tile_update(m, l, acc, q_tile, k_tile, v_tile):\n    old = State(m, l, acc)\n    E = torch.matmul(q_tile, k_tile.mT) / torch.tensor(float(q_tile.shape[-1]), dtype=q_tile.dtype).sqrt()\n    m_new = torch.where(E.amax(-1, keepdim=True) > old.m, E.amax(-1, keepdim=True), old.m)\n    c = torch.exp(old.m - m_new)\n    P = torch.exp(E - m_new)\n    new = State(m_new, c * old.l + P.sum(-1, keepdim=True), c * old.acc + P @ v_tile)\n    return tuple(new)\n",
+)
+
+# ------------------------------------------------------------------------------------ ex-08-3
+add(
+    "ex-08-3",
+    "cat + softmax by hand",
+    "import math\nimport torch\n\ndef kv_decode_step(query, key, value, cache_k, cache_v):\n    cache_k = torch.cat([cache_k, key], dim=2)\n    cache_v = torch.cat([cache_v, value], dim=2)\n    s = query @ cache_k.transpose(-1, -2) / math.sqrt(query.shape[-1])\n    w = torch.exp(s - s.amax(-1, keepdim=True))\n    w = w / w.sum(-1, keepdim=True)\n    return w @ cache_v, cache_k, cache_v\n",
+)
+add(
+    "ex-08-3",
+    "library attention (allowed here)",
+    "import torch\nimport torch.nn.functional as F\n\ndef kv_decode_step(query, key, value, cache_k, cache_v):\n    k = torch.cat((cache_k, key), dim=-2)\n    v = torch.cat((cache_v, value), dim=-2)\n    return F.scaled_dot_product_attention(query, k, v), k, v\n",
+)
+add(
+    "ex-08-3",
+    "einsum",
+    "import torch\n\ndef kv_decode_step(query, key, value, cache_k, cache_v):\n    K = torch.concat([cache_k, key], -2)\n    V = torch.concat([cache_v, value], -2)\n    s = torch.einsum('bhqd,bhpd->bhqp', query, K) / query.size(-1) ** 0.5\n    p = (s - s.max(-1, keepdim=True).values).exp()\n    out = torch.einsum('bhqp,bhpv->bhqv', p / p.sum(-1, keepdim=True), V)\n    return out, K, V\n",
+)
