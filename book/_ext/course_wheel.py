@@ -32,7 +32,9 @@ fails the strict build (``-W``, tools/build-book.sh): a site to publish needs
 says it means it with ``COURSE_SITE_URL=none`` (an address of none, whatever
 ``html.baseurl`` says): then the log's line says so and nothing warns. Either way the
 exercise box under each chapter's title tells the reader to save the wheel beside the
-notebook before running it (course_exercises.py reads ``course_downloads``).
+notebook before running it (course_exercises.py reads ``course_downloads``);
+tests/site/test_site_downloads.py checks both in a small Sphinx project.
+
 tests/site/test_site_wheel.py checks the rule and the built site; tests/test_binder.py
 installs a served wheel with the rewritten cell in a fresh, Colab-like environment.
 

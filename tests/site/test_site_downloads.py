@@ -205,3 +205,55 @@ def test_a_site_without_either_warns_unless_told_and_its_box_asks_for_the_wheel(
     assert f'href="../_static/{WHEEL}"' in page
     source = _exercise_setup_source(html)
     assert source == course_wheel.site_setup_source(ROOT, None, NO_REPOSITORY) and "http" not in source
+
+
+# --- the session's built site -------------------------------------------------------------------
+
+
+def check_boxes(html: Path, downloads) -> int:
+    """Every chapter's exercise box asks for the wheel first exactly when ``downloads`` cannot
+    install attnlib by themselves; return the number of boxes checked."""
+    from bs4 import BeautifulSoup
+
+    checked = 0
+    for stem in sorted(p.stem for p in (ROOT / "exercises").glob("[0-9][0-9]-*.ipynb")):
+        page = html / "book" / f"{stem}.html"
+        box = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select_one(".course-exercises")
+        assert box is not None, f"{page.name}: no exercise box"
+        first = box.select_one(".course-wheel-first")
+        if downloads.self_installing:
+            assert first is None, f"{page.name}: asks for the wheel although the notebook installs itself"
+        else:
+            assert first is not None, f"{page.name}: does not ask for the wheel before the notebook runs"
+            text = " ".join(first.get_text().split())
+            assert text.startswith(BEFORE) and "save it beside the notebook" in text, text
+            assert first.select_one(f'a.course-wheel[href="../_static/{WHEEL}"]') is not None
+        checked += 1
+    assert checked >= 10, checked
+    return checked
+
+
+def sites_downloads(environ) -> object:
+    """What a build in ``environ`` decides (the repository and _config.yml's baseurl, as course_wheel)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    site = course_wheel.site_url((config.get("html") or {}).get("baseurl"), environ)
+    repository = setup_cell.course_repository(ROOT, environ)
+    return course_wheel.plan_downloads(repository, site, WHEEL, course_wheel.no_address_meant(environ))
+
+
+@pytest.mark.book
+def test_the_built_sites_boxes_say_what_its_downloads_need(built_book):
+    """The session's strictly built site (tests/conftest.py builds it with COURSE_SITE_URL=none
+    unless the environment gives an address): it did not warn, and its boxes match its downloads."""
+    import os
+
+    html, log = built_book
+    environ = {**os.environ}
+    environ.setdefault("COURSE_SITE_URL", "none")
+    downloads = sites_downloads(environ)
+    assert not downloads.warns
+    assert "cannot install attnlib by themselves" not in log
+    assert course_wheel.log_message(downloads, WHEEL, 0).rsplit(";", 1)[0] in log
+    check_boxes(html, downloads)
