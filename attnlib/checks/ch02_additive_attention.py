@@ -140,6 +140,8 @@ register(
                 "large scores (around 1000)": lambda: (
                     np.array([[1000.0, 1001.0, 999.0], [5.0, 800.0, 801.0]]),
                 ),
+                # the text's "softmax of each row": a global maximum underflows the second row
+                "two rows 1000 apart": lambda: (np.array([[1000.0, 1001.0, 999.0], [0.0, 1.0, 2.0]]),),
                 "hidden: 6 steps, 6 positions": lambda: _weight_inputs((6, 6), 3, scale=3.0),
                 "hidden: two rows 1000 apart": lambda: (
                     np.array([[1000.0, 1001.5, 999.0, 998.0], [0.5, 2.0, 1.0, -1.0]]),

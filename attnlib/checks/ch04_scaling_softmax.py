@@ -168,6 +168,10 @@ register(
             _logits,
             {
                 **_visible_logit_cases((2, 4), 0),
+                # the text's "m is the row maximum": a mean shift leaves 750 in the exponent here
+                "one logit 1000 above the rest of its row": lambda: (
+                    np.array([[0.0, 0.0, 0.0, 1000.0], [3.0, 1.0, 2.0, 0.0]]),
+                ),
                 "hidden: a batch (2, 3, 5) of logits near 800": ((2, 3, 5), 1, 5.0, 800.0),
                 "hidden: logits near -900 (4, 6)": ((4, 6), 2, 2.0, -900.0),
                 "hidden: square (3, 3), rows 1000 apart": lambda: (
@@ -195,7 +199,6 @@ register(
             Misconception(
                 "subtracting the global max instead of the row max",
                 _softmax_global_max,
-                "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
                 "a row far below the global maximum underflows to all zeros and gives 0/0: subtract "
                 "each row's own maximum, taken along the last axis with that axis kept so that it "
                 "lines up with the rows.",

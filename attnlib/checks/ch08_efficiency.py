@@ -63,6 +63,8 @@ register(
                 "the first block: m = -inf, l = 0, block [1, 3, 2]": _state(-math.inf, 0.0, [1.0, 3.0, 2.0]),
                 "a new maximum: m = 2, l = 1.5, block [0.5, 4]": _state(2.0, 1.5, [0.5, 4.0]),
                 "no new maximum: m = 5, l = 2.25, block [1, -2, 4.5]": _state(5.0, 2.25, [1.0, -2.0, 4.5]),
+                # the text's "never exponentiate before subtracting the maximum": exp(760) overflows
+                "large scores: m = 750, l = 1, block [760, 740]": _state(750.0, 1.0, [760.0, 740.0]),
                 "hidden: large scores, m = 700, l = 3, block [710, 690]": _state(700.0, 3.0, [710.0, 690.0]),
                 "hidden: a first block of large scores, m = -inf, block [800, 790]": _state(
                     -math.inf, 0.0, [800.0, 790.0]

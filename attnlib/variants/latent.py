@@ -110,7 +110,7 @@ class LatentCache:
     Parameters
     ----------
     None
-        A new cache is empty; :meth:`LatentAttention.decode_step` appends to it.
+        A new cache is empty; :meth:`~attnlib.variants.LatentAttention.decode_step` appends to it.
 
     Examples
     --------

@@ -88,7 +88,7 @@ def linear_attention(query, key, value, *, causal: bool = True, feature_map=elu_
         ``(..., n, d_v)``.
     causal : bool, default True
         Query ``i`` reads keys ``j <= i`` only.
-    feature_map : callable, default :func:`elu_feature_map`
+    feature_map : callable, default :func:`~attnlib.variants.elu_feature_map`
         ``phi``, applied to queries and keys; it must give positive features.
 
     Returns
@@ -125,7 +125,7 @@ class LinearAttentionState:
 
     Parameters
     ----------
-    feature_map : callable, default :func:`elu_feature_map`
+    feature_map : callable, default :func:`~attnlib.variants.elu_feature_map`
         ``phi``.
 
     Examples
@@ -160,7 +160,9 @@ class LinearAttentionState:
 
 
 def linear_attention_recurrent(query, key, value, *, feature_map=elu_feature_map) -> torch.Tensor:
-    """Causal linear attention token by token (:class:`LinearAttentionState`), as :func:`linear_attention`.
+    """Causal linear attention token by token; the result of :func:`~attnlib.variants.linear_attention`.
+
+    One :class:`~attnlib.variants.LinearAttentionState` step per position.
 
     Parameters
     ----------
@@ -168,7 +170,7 @@ def linear_attention_recurrent(query, key, value, *, feature_map=elu_feature_map
         ``(..., n, d)``.
     value : torch.Tensor
         ``(..., n, d_v)``.
-    feature_map : callable, default :func:`elu_feature_map`
+    feature_map : callable, default :func:`~attnlib.variants.elu_feature_map`
         ``phi``.
 
     Returns
@@ -240,7 +242,9 @@ def retention(query, key, value, decay) -> torch.Tensor:
 
 
 def retention_recurrent(query, key, value, decay) -> torch.Tensor:
-    """Retention token by token: ``S_n = decay S_{n-1} + k_n^T v_n``, ``o_n = q_n S_n``, as :func:`retention`.
+    """Retention token by token: ``S_n = decay S_{n-1} + k_n^T v_n``, ``o_n = q_n S_n``.
+
+    The result of :func:`~attnlib.variants.retention`, one state update per position.
 
     Parameters
     ----------
@@ -249,7 +253,7 @@ def retention_recurrent(query, key, value, decay) -> torch.Tensor:
     value : torch.Tensor
         ``(..., n, d_v)``.
     decay : float or torch.Tensor
-        ``gamma`` in (0, 1], as in :func:`retention`.
+        ``gamma`` in (0, 1], as in :func:`~attnlib.variants.retention`.
 
     Returns
     -------
