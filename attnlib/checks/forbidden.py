@@ -1253,7 +1253,7 @@ class _Auditor:
                     self.check_path(".".join((path, *attrs)), where)
             return
         if binding.kind in ("scalar", "value"):
-            if binding.kind == "value" and binding.where not in self.trusted:
+            if binding.kind == "value":  # a handed-out value too: a learner's cell may change it
                 self.values.setdefault(name)
             self.expr(binding.node, [], binding.names, binding.where)
         elif binding.kind == "values":
