@@ -174,6 +174,23 @@ def assert_captions_fit_a_phone(driver, root, what):
         driver.set_window_size(1280, 900)
 
 
+def assert_labels_on_top(driver, root, what):
+    """The figure's labels are drawn after every line, circle and cross, with a white halo, and
+    end inside the figure: no arrow hides a label."""
+    order = driver.execute_script(
+        "const svg = arguments[0].querySelector('.ce-figure svg'), box = svg.getBoundingClientRect();"
+        "return Array.from(svg.children).map(e => [e.tagName, e.getAttribute('paint-order') || '',"
+        " e.tagName !== 'text' || (e.getBoundingClientRect().left >= box.left - 1"
+        " && e.getBoundingClientRect().right <= box.right + 1)]);",
+        root,
+    )
+    tags = [tag for tag, _, _ in order]
+    assert "text" in tags, what
+    first_text = tags.index("text")
+    assert all(tag == "text" for tag in tags[first_text:]), f"{what}: a shape drawn over a label: {tags}"
+    assert all(halo == "stroke" and inside for tag, halo, inside in order if tag == "text"), (what, order)
+
+
 def live_text(driver, root) -> str:
     return driver.execute_script(
         "return Array.from(arguments[0].querySelectorAll('.ce-live')).map(p => p.textContent).join(' | ');",
@@ -244,6 +261,7 @@ def check_ch03(driver, base):
         assert_course(table(driver, root, "scores"), s64, s32, "ch03 scores")
         assert_course(table(driver, root, "weights"), w64, w32, "ch03 weights")
         assert_course(table(driver, root, "output"), o64, o32, "ch03 output")
+        assert_labels_on_top(driver, root, f"ch03 {knobs}")
     assert inputs(driver, root)["keys"][2][0] == pytest.approx(2.5)
     # "key to move": both coordinate sliders show the chosen key's own values, not the last key's
     for key in (1, 2, 0, 3):
@@ -504,6 +522,7 @@ def check_ch09(driver, base):
         assert offset_text == f"{m - n}".replace("-", "\u2212"), offset_text  # an offset, not 3.0000
         assert_course(page[0, 1], d64, d32, "ch09 score")
         scores.append(page[0, 1])
+        assert_labels_on_top(driver, root, f"ch09-rope m={m} n={n} shift={shift}")
     assert scores[0] == pytest.approx(scores[1], abs=1e-12), "shifting both positions changed the score"
     shoot(driver, root, "ch09-rope")
     root = open_explorer(driver, "ch09-alibi")

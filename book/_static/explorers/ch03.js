@@ -37,24 +37,37 @@
     ky = C.slider(controls, { name: "ky", label: "that key, second coordinate", min: -3, max: 3, step: 0.1, value: keys[0][1],
       format: fmt1, onInput: function (v) { keys[s.key][1] = v; update(); } });
 
+    /* Labels are drawn last, each with a white halo, so that no arrow, circle or cross covers them;
+     * the query's label sits beyond the arrow's tip, away from the origin. */
+    function label(x, y, text, color) {
+      return '<text x="' + x + '" y="' + y + '" font-size="13" fill="' + color + '" stroke="#fff" stroke-width="3" ' +
+        'paint-order="stroke" stroke-linejoin="round">' + text + "</text>";
+    }
+    function beyond(v, by) { /* a point past v, away from the origin, in pixels */
+      var n = Math.sqrt(v[0] * v[0] + v[1] * v[1]) || 1;
+      return [v[0] / n * by, -v[1] / n * by];
+    }
     function draw(weights, out) {
       var W = 260, S = 40, c = W / 2, p = function (v) { return c + S * v; }, q = function (v) { return c - S * v; };
       var parts = ['<svg viewBox="0 0 ' + W + " " + W + '" width="100%" role="img" aria-label="The query as an arrow, ' +
         'the keys as circles sized by their weight, the output as a cross">',
         '<line x1="0" y1="' + c + '" x2="' + W + '" y2="' + c + '" stroke="#aaa"/>',
         '<line x1="' + c + '" y1="0" x2="' + c + '" y2="' + W + '" stroke="#aaa"/>'];
+      var labels = [];
       keys.forEach(function (k, i) {
         parts.push('<circle cx="' + p(k[0]) + '" cy="' + q(k[1]) + '" r="' + (4 + 14 * weights[i]) +
-          '" fill="rgba(31,119,180,0.5)" stroke="#1f77b4"/><text x="' + (p(k[0]) + 8) + '" y="' + (q(k[1]) - 8) +
-          '" font-size="13">k' + (i + 1) + "</text>");
+          '" fill="rgba(31,119,180,0.5)" stroke="#1f77b4"/>');
+        labels.push(label(p(k[0]) + 8, q(k[1]) - 8, "k" + (i + 1), "#000"));
       });
       parts.push('<line x1="' + c + '" y1="' + c + '" x2="' + p(s.q[0]) + '" y2="' + q(s.q[1]) +
-        '" stroke="#d62728" stroke-width="3"/><text x="' + (p(s.q[0]) + 6) + '" y="' + (q(s.q[1]) + 14) +
-        '" font-size="13" fill="#b01f1f">q</text>');
+        '" stroke="#d62728" stroke-width="3"/>');
+      var dq = beyond(s.q, 12);
+      labels.push(label(p(s.q[0]) + dq[0] - 4, q(s.q[1]) + dq[1] + 5, "q", "#b01f1f"));
       parts.push('<path d="M' + (p(out[0]) - 6) + " " + (q(out[1]) - 6) + "l12 12m0 -12l-12 12" +
-        '" stroke="#2a7d2a" stroke-width="3"/><text x="' + (p(out[0]) + 8) + '" y="' + (q(out[1]) + 4) +
-        '" font-size="13" fill="#2a7d2a">output</text></svg>');
-      svgHolder.innerHTML = parts.join("");
+        '" stroke="#2a7d2a" stroke-width="3"/>');
+      /* below the cross: the query's label sits beyond the arrow's tip, usually above it */
+      labels.push(label(p(out[0]) + (out[0] > 1.5 ? -52 : 8), q(out[1]) + 20, "output", "#2a7d2a"));
+      svgHolder.innerHTML = parts.concat(labels).join("") + "</svg>";
     }
 
     function update() {

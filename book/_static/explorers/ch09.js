@@ -32,13 +32,18 @@
       var offsets = [], byOffset = [];
       for (var o = -4; o <= 4; o++) { offsets.push(String(o)); byOffset.push(C.dot(rotate(q, pn + o), rk)); }
       C.setInputs(root, { query: q, key: k, m: pm, n: pn });
-      var W = 220, c = W / 2, S = 70, X = function (v) { return c + S * v; }, Y = function (v) { return c - S * v; };
+      var W = 260, c = W / 2, S = 70, X = function (v) { return c + S * v; }, Y = function (v) { return c - S * v; };
       fig.innerHTML = '<svg viewBox="0 0 ' + W + " " + W + '" width="100%" role="img" aria-label="The rotated query and key as arrows">' +
         '<circle cx="' + c + '" cy="' + c + '" r="' + S * 1.1 + '" fill="none" stroke="#ccc"/>' +
         '<line x1="' + c + '" y1="' + c + '" x2="' + X(rq[0]) + '" y2="' + Y(rq[1]) + '" stroke="#d62728" stroke-width="3"/>' +
-        '<text x="' + (X(rq[0]) + 4) + '" y="' + (Y(rq[1]) - 4) + '" font-size="13" fill="#b01f1f">q at ' + pm + "</text>" +
         '<line x1="' + c + '" y1="' + c + '" x2="' + X(rk[0]) + '" y2="' + Y(rk[1]) + '" stroke="#1f77b4" stroke-width="3"/>' +
-        '<text x="' + (X(rk[0]) + 4) + '" y="' + (Y(rk[1]) + 14) + '" font-size="13" fill="#17537e">k at ' + pn + "</text></svg>";
+        /* the labels last, with a white halo, beyond each arrow's tip: no arrow covers them */
+        label(rq, "q at " + pm, "#b01f1f") + label(rk, "k at " + pn, "#17537e") + "</svg>";
+      function label(v, text, color) {
+        var n = Math.sqrt(v[0] * v[0] + v[1] * v[1]) || 1, x = X(v[0]) + 10 * v[0] / n, y = Y(v[1]) - 10 * v[1] / n + 4;
+        return '<text x="' + x + '" y="' + y + '" font-size="13" fill="' + color + '" text-anchor="' + (v[0] < 0 ? "end" : "start") +
+          '" stroke="#fff" stroke-width="3" paint-order="stroke" stroke-linejoin="round">' + text + "</text>";
+      }
       tables.innerHTML = "";
       tables.appendChild(C.table({ name: "rotated", caption: "Rotated query and key", cols: ["first", "second"],
         rows: ["q at m", "k at n"], values: [rq, rk] }));
