@@ -72,7 +72,9 @@ def glued_by_cell(path: Path) -> list[set[str]]:
 
 # a key that names the control it glues: "<claim>_baseline", or a ceiling / chance / uniform level
 _BASELINE_KEY = re.compile(r"_baseline$|ceiling|chance|uniform|control")
-_NEGATED = re.compile(r"\b(?:no|not|nor|neither|never|without|for|whether)\b(?:\W+\w+){0,3}\W+$", re.IGNORECASE)
+_NEGATED = re.compile(
+    r"\b(?:no|not|nor|neither|never|without|for|whether)\b(?:\W+\w+){0,3}\W+$", re.IGNORECASE
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(`$\[{])")
 # paragraphs whose comparison word is about a computation, not a trained model: (chapter, words)
 NOT_A_TRAINED_MODEL = {
