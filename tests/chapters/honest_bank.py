@@ -897,3 +897,20 @@ add(
     "einsum",
     "import torch\n\ndef kv_decode_step(query, key, value, cache_k, cache_v):\n    K = torch.concat([cache_k, key], -2)\n    V = torch.concat([cache_v, value], -2)\n    s = torch.einsum('bhqd,bhpd->bhqp', query, K) / query.size(-1) ** 0.5\n    p = (s - s.max(-1, keepdim=True).values).exp()\n    out = torch.einsum('bhqp,bhpv->bhqv', p / p.sum(-1, keepdim=True), V)\n    return out, K, V\n",
 )
+
+# ------------------------------------------------------------------------------------ ex-02-4
+add(
+    "ex-02-4",
+    "masked_fill",
+    "import torch\n\ndef additive_attention_forward(module, query, keys, key_mask):\n    W, U, v = module.w_query.weight, module.w_key.weight, module.v.weight\n    hidden = torch.tanh((query @ W.T)[:, None, :] + keys @ U.T)  # (B, S, d_a)\n    scores = (hidden @ v.T)[..., 0]  # (B, S)\n    scores = scores.masked_fill(~key_mask, float('-inf'))\n    e = torch.exp(scores - scores.amax(-1, keepdim=True))\n    weights = e / e.sum(-1, keepdim=True)\n    return torch.bmm(weights[:, None, :], keys)[:, 0], weights\n",
+)
+add(
+    "ex-02-4",
+    "einsum",
+    "import torch\n\ndef additive_attention_forward(module, query, keys, key_mask):\n    q = torch.einsum('ad,bd->ba', module.w_query.weight, query)\n    k = torch.einsum('ae,bse->bsa', module.w_key.weight, keys)\n    s = torch.einsum('bsa,a->bs', torch.tanh(q[:, None] + k), module.v.weight[0])\n    s = torch.where(key_mask, s, torch.full_like(s, -torch.inf))\n    w = (s - s.max(-1, keepdim=True).values).exp()\n    w = w / w.sum(-1, keepdim=True)\n    return torch.einsum('bs,bse->be', w, keys), w\n",
+)
+add(
+    "ex-02-4",
+    "multiply by mask",
+    "import torch\n\ndef additive_attention_forward(module, query, keys, key_mask):\n    proj_q = query @ module.w_query.weight.t()\n    proj_k = keys @ module.w_key.weight.t()\n    s = (torch.tanh(proj_q.unsqueeze(1) + proj_k) * module.v.weight.squeeze(0)).sum(-1)\n    s = s - s.masked_fill(~key_mask, -1e30).amax(-1, keepdim=True)\n    e = torch.exp(s.masked_fill(~key_mask, -1e30)) * key_mask\n    w = e / e.sum(-1, keepdim=True)\n    return (w.unsqueeze(-1) * keys).sum(1), w\n",
+)
