@@ -453,7 +453,7 @@ def read_record_answers(
             continue
         if cache is not None and r.digest:
             keys[str(r.student)] = key = answers_key(
-                r.digest, str(r.assignment or ""), functions, list(questions)
+                str(r.student), r.digest, str(r.assignment or ""), functions, list(questions)
             )
             found = cache.get(key)
             if found is not None and "skipped" in found:  # skipped before: not tried again

@@ -65,13 +65,17 @@ ANSWERS_CACHE = ".coursetools-answers.json"  # reserved: a name starting ".cours
 ANSWERS_CACHE_VERSION = 1
 
 
-def answers_key(digest: str, assignment: str, functions: dict[str, str], questions: list[str]) -> str:
-    """The cache key of a notebook's answers: its file digest, the assignment's digest and what
-    was asked of it (the exercises' functions, the written questions)."""
+def answers_key(
+    student: str, digest: str, assignment: str, functions: dict[str, str], questions: list[str]
+) -> str:
+    """The cache key of a learner's answers: the learner (two learners' records may claim one
+    digest: a copy, or a link to a classmate's file, which is never read), the file's digest, the
+    assignment's digest and what was asked (the exercises' functions, the written questions)."""
     import hashlib
 
     asked = json.dumps([sorted(functions.items()), sorted(questions)], separators=(",", ":"))
-    return f"{digest}:{assignment}:{hashlib.sha256(asked.encode()).hexdigest()[:16]}"
+    who = hashlib.sha256(student.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"{who}:{digest}:{assignment}:{hashlib.sha256(asked.encode()).hexdigest()[:16]}"
 
 
 @dataclass
@@ -83,7 +87,7 @@ class AnswerCache:
 
     path: Path
     entries: dict[str, dict] = field(default_factory=dict)
-    used: set[str] = field(default_factory=set)  # the notebooks (digest:assignment) asked about
+    used: set[str] = field(default_factory=set)  # the notebooks (learner:digest:assignment) asked about
     changed: bool = False
 
     @classmethod
@@ -118,5 +122,6 @@ class AnswerCache:
 
 
 def _notebook_part(key: str) -> str:
-    """The notebook's part of an :func:`answers_key`: its file digest and the assignment's."""
+    """The notebook's part of an :func:`answers_key`: the learner, the file's digest and the
+    assignment's."""
     return key.rsplit(":", 1)[0]

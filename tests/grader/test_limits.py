@@ -116,9 +116,9 @@ def test_a_run_outside_a_session_holds_its_own_uids(tmp_path, monkeypatch):
 def test_the_answers_cache_keeps_what_was_asked_about_this_time(tmp_path):
     cache = AnswerCache.load(tmp_path)
     assert cache.entries == {}
-    old = answers_key("d1", "a1", {"ex-1": "f"}, [])
-    other_question = answers_key("d1", "a1", {}, ["q-00-1"])
-    gone = answers_key("d2", "a1", {"ex-1": "f"}, [])
+    old = answers_key("ada", "d1", "a1", {"ex-1": "f"}, [])
+    other_question = answers_key("ada", "d1", "a1", {}, ["q-00-1"])
+    gone = answers_key("ada", "d2", "a1", {"ex-1": "f"}, [])
     for key in (old, other_question, gone):
         cache.put(key, {"normal": {"ex-1": "v0"}, "written": {}})
     cache.save()
@@ -127,7 +127,8 @@ def test_the_answers_cache_keeps_what_was_asked_about_this_time(tmp_path):
     again.save()
     kept = json.loads((tmp_path / ANSWERS_CACHE).read_text())["answers"]
     assert set(kept) == {old, other_question}  # d1's other questions kept, d2 (not asked about) dropped
-    assert answers_key("d1", "a2", {"ex-1": "f"}, []) != old  # another assignment: read again
+    assert answers_key("ada", "d1", "a2", {"ex-1": "f"}, []) != old  # another assignment: read again
+    assert answers_key("eve", "d1", "a1", {"ex-1": "f"}, []) != old  # a classmate claiming the digest
 
 
 def _class(tmp_path: Path, n: int) -> tuple[Path, list[dict]]:

@@ -220,7 +220,7 @@ class _FailingReader:
     def __init__(self, error: ReadFailed) -> None:
         self.error = error
 
-    def read(self, path, assignment, seconds):
+    def read(self, path, assignment, seconds, deadline=None):
         raise self.error
 
 
