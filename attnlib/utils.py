@@ -89,7 +89,7 @@ GLUED: dict = {}
 # every value glued in this Python session, by name (see glue)
 
 
-def show_source(obj, docstrings: bool = False):
+def show_source(obj, docstrings: bool = False, width: int = 80):
     """The source of a library function or class, syntax-highlighted in a notebook.
 
     For a chapter that wants to show how ``attnlib`` computes something. Docstrings are
@@ -101,6 +101,9 @@ def show_source(obj, docstrings: bool = False):
         What to show.
     docstrings : bool, optional
         Keep the docstrings (default: drop them).
+    width : int, optional
+        The page's column count (default 80): a trailing comment that would push its
+        line past it is shown on its own lines above the code instead.
 
     Returns
     -------
@@ -134,7 +137,39 @@ def show_source(obj, docstrings: bool = False):
             ):
                 drop.update(range(body[0].lineno - 1, body[0].end_lineno))
         source = "\n".join(line for i, line in enumerate(lines) if i not in drop) + "\n"
-    return Markdown(f"```python\n{source}```")
+    return Markdown(f"```python\n{_fit_comments(source, width)}```")
+
+
+def _fit_comments(source: str, width: int) -> str:
+    """Move each trailing comment that pushes its line past ``width`` onto its own lines above.
+
+    The page shows the library's code in a column of ``width`` characters; a long
+    comment after the code would otherwise run off it. Only comments move (found by
+    :mod:`tokenize`, so a ``#`` inside a string stays), wrapped at ``width`` with the
+    code's indentation; the code itself is unchanged.
+    """
+    import io
+    import textwrap
+    import tokenize
+
+    lines = source.splitlines()
+    comments = {}  # line index -> column where its trailing comment starts
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            row, col = token.start
+            if lines[row - 1][:col].strip():  # code before it: a trailing comment
+                comments[row - 1] = col
+    out = []
+    for i, line in enumerate(lines):
+        if i in comments and len(line) > width:
+            col = comments[i]
+            code, comment = line[:col].rstrip(), line[col:].lstrip("#").strip()
+            indent = code[: len(code) - len(code.lstrip())]
+            wrapped = textwrap.wrap(comment, width=max(width - len(indent) - 2, 20))
+            out += [f"{indent}# {part}" for part in wrapped] + [code]
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def reset_parameters(module, generator):
