@@ -132,7 +132,10 @@ def _compare_arrays(expected, got, rtol: float, atol: float, where: str, slack=N
     if kind:
         return False, kind
     if expected.dtype.kind == "b" or expected.dtype.kind in "iu" and got.dtype.kind in "iu":
-        bad = np.argwhere(expected != got)
+        differ = expected != got
+        if differ.any() and expected.ndim == 0:  # a scalar (np.argwhere finds nothing in 0-d)
+            return False, f"{where}expected {expected.item()!r}, got {got.item()!r}"
+        bad = np.argwhere(differ)
         if bad.size:
             idx = tuple(int(i) for i in bad[0])
             return False, (

@@ -279,3 +279,13 @@ def test_the_one_by_one_causal_mask_names_no_mistake_and_the_exercise_names_one(
     assert {c.misconception for c in result.cases if not c.passed} == {
         "strictly lower triangular (a token may not attend to itself)"
     }
+
+
+def test_a_wrong_integer_or_boolean_scalar_fails():
+    """np.argwhere finds no index in a 0-d array: a scalar answer (ex-13-4's byte count) was once
+    passed whatever its value."""
+    from attnlib.checks.compare import compare_outputs, to_arrays
+
+    assert compare_outputs(to_arrays(2048), to_arrays(1024)) == (False, "expected 2048, got 1024")
+    assert not compare_outputs(to_arrays(True), to_arrays(False))[0]
+    assert compare_outputs(to_arrays(2048), to_arrays(2048))[0]
