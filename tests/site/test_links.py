@@ -144,12 +144,29 @@ def test_external_links_are_listed_not_fetched(built_book):
     assert not file_urls, f"file: links cannot work on the published site: {file_urls}"
 
 
+def _names_our_layout(repo_root: Path, path: str) -> bool:
+    """Whether a path inside some GitHub tree would be one of this repository's: its first
+    folder is one of ours (``book/``, ``exercises/`` ...) or the file itself is here."""
+    first = path.split("/", 1)[0]
+    return (repo_root / path).exists() or ("/" in path and (repo_root / first).is_dir())
+
+
+def test_the_layout_filter_keeps_our_paths_and_drops_a_cited_file(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "README.md").write_text("x")
+    assert _names_our_layout(tmp_path, "book/99-missing.ipynb")  # ours, even when missing
+    assert _names_our_layout(tmp_path, "README.md")
+    assert not _names_our_layout(tmp_path, "model.py")  # nanoGPT's file, cited by chapter 12
+
+
 @pytest.mark.book
 def test_links_into_this_repository_name_files_that_exist(built_book, repo_root):
     """Links to the repository (.../blob|edit|tree|raw/<branch>/<path>) name real paths.
 
     The repository is the one the session's build found (COURSE_REPOSITORY or a GitHub
-    remote); with none, no page may link into any GitHub tree at all.
+    remote); with none, no page may link into a GitHub tree at a path of this repository's
+    own layout (a Colab, Binder or edit link made up for a repository that is not there).
+    A cited source in another repository (nanoGPT's ``model.py``) is not such a link.
     """
     from test_launch import branch_of, find_repository
 
@@ -164,6 +181,8 @@ def test_links_into_this_repository_name_files_that_exist(built_book, repo_root)
     for page in site_pages(html.resolve()):
         for _, value in links_of(page):
             match = pattern.match(value)
+            if match and repository.url is None and not _names_our_layout(repo_root, unquote(match.group(2))):
+                continue  # another project's file, cited (the pattern matched any GitHub tree)
             if match:
                 linked.append(value)
                 if not (repo_root / unquote(match.group(2))).exists():
