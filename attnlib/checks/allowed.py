@@ -308,6 +308,8 @@ EXTRA: dict[str, Extra] = {
     "ex-10-2": _extra(_TINY_LM),
     "ex-10-3": _extra(_TINY_LM),
     "ex-10-4": _extra(_TINY_LM),
+    # the feature map the exercise gives
+    "ex-13-2": _extra("attnlib.variants.elu_feature_map attnlib.variants.linear.elu_feature_map"),
 }
 
 
