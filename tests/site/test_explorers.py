@@ -36,7 +36,7 @@ if str(ROOT / "tests" / "site") not in sys.path:
 from test_browser import browser, site  # noqa: E402,F401 (fixtures)
 
 import attnlib  # noqa: E402
-from attnlib import functional  # noqa: E402
+from attnlib import functional, variants  # noqa: E402
 from attnlib.chapters import tiny_lm, web_export  # noqa: E402
 from attnlib.efficient.online import online_attention_row_numpy  # noqa: E402
 from attnlib.modules import split_heads  # noqa: E402
@@ -65,6 +65,7 @@ def _page(chapter: str) -> str:
         "10": "10-transformer",
         "11": "11-vision-transformer",
         "12": "12-real-text",
+        "13": "13-attention-variants",
     }[chapter]
 
 
@@ -821,7 +822,7 @@ def test_self_check_explains_every_answer(chapter, browser, site):  # noqa: F811
 def test_every_chapter_page_with_an_explorer_or_quiz_loads_only_the_loader(browser, site):  # noqa: F811
     """A first visit loads loader.js and explorers.css, none of the explorers' code or the model."""
     base, _ = site
-    for chapter in [f"{n:02d}" for n in range(1, 13)]:
+    for chapter in [f"{n:02d}" for n in range(1, 14)]:
         open_page(browser, base, chapter)
         names = set(loaded_scripts(browser))
         assert {"loader.js", "explorers.css"} <= names, (chapter, names)
@@ -859,6 +860,8 @@ RECOMPUTED = {
     "12-1": math.log(65),
     "12-2": float(torch.softmax(torch.tensor([2.0, 1.0, float("-inf"), float("-inf")]), -1)[0]),
     "12-4": 65 * 128,
+    "13-1": int(variants.receptive_field(variants.sliding_window_mask(16, 4), 3)[-1].sum()),
+    "13-4": variants.cache_bytes_per_token("mla", num_heads=128, head_dim=128, latent_dim=512, rope_dim=64),
 }
 
 
@@ -883,7 +886,7 @@ def test_quiz_files_are_well_formed_and_their_numbers_recomputed():
                 assert key in RECOMPUTED, f"{key}: a number question whose answer is not recomputed here"
                 assert RECOMPUTED[key] == pytest.approx(q["answer"], abs=q.get("tolerance", 0) + 1e-9), key
             seen.add(chapter)
-    assert seen == {f"{n:02d}" for n in range(1, 13)}
+    assert seen == {f"{n:02d}" for n in range(1, 14)}
 
 
 def test_placement_file_names_existing_explorers():
