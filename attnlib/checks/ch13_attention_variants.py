@@ -285,6 +285,10 @@ def _scaled(x, w_q, w_uk):
     return absorbed_query(x, w_q, w_uk) / math.sqrt(w_q.shape[-1])
 
 
+def _scaled_by_latent_width(x, w_q, w_uk):
+    return absorbed_query(x, w_q, w_uk) / math.sqrt(w_uk.shape[-2])
+
+
 def _heads_summed(x, w_q, w_uk):
     return absorbed_query(x, w_q, w_uk).sum(dim=1)
 
@@ -332,9 +336,10 @@ register(
                 "with the cached latents directly.",
             ),
             Misconception(
-                "the query is scaled by 1/sqrt(d_h)",
+                "the query is scaled by 1/sqrt(d_h) (or 1/sqrt(d_c))",
                 _scaled,
                 "return the unscaled query: the scale is applied to the scores afterwards.",
+                variants=(_scaled_by_latent_width,),
             ),
             Misconception(
                 "the heads are summed into one query",
@@ -393,13 +398,17 @@ def _elements(kind, num_heads, kv_heads, head_dim, latent_dim, rope_dim, *, keys
     return mla(num_heads, latent_dim, rope_dim)
 
 
-def _wrong_bytes(keys=2, gqa_as_mha=False, mla=lambda h, c, r: c + r, per_layer=False, per_element=False):
+def _wrong_bytes(
+    keys=2, gqa_as_mha=False, mla=lambda h, c, r: c + r, per_layer=False, per_element=False, bits=False
+):
     def wrong(kind, layers, num_heads, kv_heads, head_dim, latent_dim, rope_dim, bytes_per_element):
         heads = num_heads if gqa_as_mha else None
         n = _elements(
             kind, num_heads, kv_heads, head_dim, latent_dim, rope_dim, keys=keys, gqa_heads=heads, mla=mla
         )
-        return n * (1 if per_layer else layers) * (1 if per_element else bytes_per_element)
+        return (
+            n * (1 if per_layer else layers) * (1 if per_element else bytes_per_element) * (8 if bits else 1)
+        )
 
     return wrong
 
@@ -516,6 +525,12 @@ register(
                 "the bytes of one layer (the layers are left out)",
                 _wrong_bytes(per_layer=True),
                 "every layer keeps its own cache: multiply by the number of layers.",
+            ),
+            Misconception(
+                "bits instead of bytes (times 8)",
+                _wrong_bytes(bits=True),
+                "the question asks for bytes: bytes_per_element already gives each number's size in "
+                "bytes, with no factor 8.",
             ),
             Misconception(
                 "elements instead of bytes (bytes_per_element left out)",

@@ -914,3 +914,71 @@ add(
     "multiply by mask",
     "import torch\n\ndef additive_attention_forward(module, query, keys, key_mask):\n    proj_q = query @ module.w_query.weight.t()\n    proj_k = keys @ module.w_key.weight.t()\n    s = (torch.tanh(proj_q.unsqueeze(1) + proj_k) * module.v.weight.squeeze(0)).sum(-1)\n    s = s - s.masked_fill(~key_mask, -1e30).amax(-1, keepdim=True)\n    e = torch.exp(s.masked_fill(~key_mask, -1e30)) * key_mask\n    w = e / e.sum(-1, keepdim=True)\n    return (w.unsqueeze(-1) * keys).sum(1), w\n",
 )
+
+# ------------------------------------------------------------------------------------ ex-13-1
+add(
+    "ex-13-1",
+    "broadcast",
+    "import torch\n\ndef window_mask(n, window, sinks):\n    q = torch.arange(n).unsqueeze(1)\n    k = torch.arange(n).unsqueeze(0)\n    causal = k <= q\n    return causal & ((q - k < window) | (k < sinks))\n",
+)
+add(
+    "ex-13-1",
+    "triu/tril",
+    "import torch\n\ndef window_mask(n, window, sinks):\n    full = torch.ones(n, n, dtype=torch.bool)\n    band = torch.tril(full) & torch.triu(full, diagonal=-(window - 1))\n    sink = torch.zeros(n, n, dtype=torch.bool)\n    sink[:, :sinks] = True\n    return band | (sink & torch.tril(full))\n",
+)
+add(
+    "ex-13-1",
+    "numpy loops",
+    "import numpy as np\nimport torch\n\ndef window_mask(n, window, sinks):\n    m = np.zeros((n, n), dtype=bool)\n    for i in range(n):\n        m[i, max(0, i - window + 1):i + 1] = True\n        m[i, :min(sinks, i + 1)] = True\n    return torch.from_numpy(m)\n",
+)
+
+# ------------------------------------------------------------------------------------ ex-13-2
+add(
+    "ex-13-2",
+    "given feature map",
+    "import torch\nfrom attnlib.variants import elu_feature_map\n\ndef linear_attention_recurrence(query, key, value):\n    fq, fk = elu_feature_map(query), elu_feature_map(key)\n    S = torch.zeros(*query.shape[:-2], query.shape[-1], value.shape[-1], dtype=query.dtype)\n    z = torch.zeros(*query.shape[:-2], query.shape[-1], dtype=query.dtype)\n    out = []\n    for t in range(query.shape[-2]):\n        S = S + torch.einsum('...d,...e->...de', fk[..., t, :], value[..., t, :])\n        z = z + fk[..., t, :]\n        out.append(torch.einsum('...d,...de->...e', fq[..., t, :], S) / (fq[..., t, :] * z).sum(-1, keepdim=True))\n    return torch.stack(out, -2)\n",
+)
+add(
+    "ex-13-2",
+    "cumsum",
+    "import torch\nimport torch.nn.functional as F\n\ndef linear_attention_recurrence(query, key, value):\n    fq, fk = F.elu(query) + 1, F.elu(key) + 1\n    states = torch.cumsum(fk.unsqueeze(-1) * value.unsqueeze(-2), dim=-3)\n    norms = torch.cumsum(fk, dim=-2)\n    return (fq.unsqueeze(-2) @ states).squeeze(-2) / (fq * norms).sum(-1, keepdim=True)\n",
+)
+add(
+    "ex-13-2",
+    "unbind loop",
+    "import torch\n\ndef phi(x):\n    return torch.where(x > 0, x + 1, torch.exp(x))\n\ndef linear_attention_recurrence(query, key, value):\n    S, z, outs = 0, 0, []\n    for q, k, v in zip(phi(query).unbind(-2), phi(key).unbind(-2), value.unbind(-2)):\n        S = S + k[..., :, None] * v[..., None, :]\n        z = z + k\n        outs.append((q[..., :, None] * S).sum(-2) / (q * z).sum(-1, keepdim=True))\n    return torch.stack(outs, dim=-2)\n",
+)
+
+# ------------------------------------------------------------------------------------ ex-13-3
+add(
+    "ex-13-3",
+    "einsum",
+    "import torch\n\ndef absorbed_query(x, w_q, w_uk):\n    return torch.einsum('bsd,hdk,hck->bhsc', x, w_q, w_uk)\n",
+)
+add(
+    "ex-13-3",
+    "absorbed matrix",
+    "import torch\n\ndef absorbed_query(x, w_q, w_uk):\n    w = torch.matmul(w_q, w_uk.transpose(1, 2))\n    return torch.matmul(x.unsqueeze(1), w.unsqueeze(0))\n",
+)
+add(
+    "ex-13-3",
+    "per-head list",
+    "import torch\n\ndef absorbed_query(x, w_q, w_uk):\n    heads = [x @ wq @ wk.T for wq, wk in zip(w_q, w_uk)]\n    return torch.stack(heads, dim=1)\n",
+)
+
+# ------------------------------------------------------------------------------------ ex-13-4
+add(
+    "ex-13-4",
+    "if chain",
+    "def kv_cache_bytes(kind, layers, num_heads, kv_heads, head_dim, latent_dim, rope_dim, bytes_per_element):\n    if kind == 'mla':\n        per_layer = latent_dim + rope_dim\n    else:\n        heads = {'mha': num_heads, 'mqa': 1, 'gqa': kv_heads}[kind]\n        per_layer = 2 * heads * head_dim\n    return per_layer * layers * bytes_per_element\n",
+)
+add(
+    "ex-13-4",
+    "match",
+    "def kv_cache_bytes(kind, layers, num_heads, kv_heads, head_dim, latent_dim, rope_dim, bytes_per_element):\n    match kind:\n        case 'mha':\n            n = 2 * num_heads * head_dim\n        case 'mqa':\n            n = 2 * head_dim\n        case 'gqa':\n            n = 2 * kv_heads * head_dim\n        case 'mla':\n            n = latent_dim + rope_dim\n    return int(n) * int(layers) * int(bytes_per_element)\n",
+)
+add(
+    "ex-13-4",
+    "dataclass",
+    "from dataclasses import dataclass\n\n@dataclass\nclass Layer:\n    keys: int\n    values: int\n\ndef kv_cache_bytes(kind, layers, num_heads, kv_heads, head_dim, latent_dim, rope_dim, bytes_per_element):\n    if kind == 'mla':\n        layer = Layer(latent_dim + rope_dim, 0)\n    else:\n        g = num_heads if kind == 'mha' else (1 if kind == 'mqa' else kv_heads)\n        layer = Layer(g * head_dim, g * head_dim)\n    return (layer.keys + layer.values) * layers * bytes_per_element\n",
+)
