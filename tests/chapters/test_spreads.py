@@ -284,6 +284,37 @@ def test_the_pages_run_repeats_its_recorded_run(name, repeated_runs):
     )
 
 
+def _runs_with_their_own_key():
+    """``(name, seed, path, threads)`` of the first run of each record made on another machine
+    kind than the record's own (such a run carries its ``machine_key``: ch06's seeds 3 and 4)."""
+    found = []
+    for name in REPEATED:
+        runs = [r for r in _record(name)["runs"] if "machine_key" in r]
+        if runs:
+            found.append((name, runs[0]["seed"], runs[0]["path"], runs[0]["threads"]))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,seed,path,threads", _runs_with_their_own_key())
+def test_a_run_added_on_another_machine_repeats_there(name, seed, path, threads):
+    """An added run gives its recorded numbers again on a machine of its own kind (else skip)."""
+    record = _record(name)
+    (old,) = [r for r in record["runs"] if (r["seed"], r["path"], r["threads"]) == (seed, path, threads)]
+    here = spread.machine_key()
+    if not spread.key_matches(old["machine_key"], here):
+        pytest.skip(
+            f"{name}: seed {seed} was added on {spread.describe_key(old['machine_key'])}; "
+            f"this machine is {spread.describe_key(here)}"
+        )
+    run = spread.run_one(record["experiment"], seed, path, threads)
+    assert run["capability"] == old["capability"], (name, run["capability"], old["capability"])
+    assert run["metrics"] == old["metrics"], (
+        f"{name}: seed {seed} ({path}, {threads} thread(s)) no longer gives its recorded numbers on a "
+        f"machine of the kind that recorded it"
+    )
+
+
 INTEL = {
     "vendor": "GenuineIntel",
     "model_name": "Intel(R) Xeon(R) Processor",
@@ -344,8 +375,14 @@ def test_every_record_names_the_machine_that_made_it():
             continue  # re-recorded by chapter 12's own work (issue 44); its sweep writes the key
         key = record.get("machine_key")
         assert key and {"vendor", "capability", "torch", "blas"} <= set(key), path.name
-        native = {r["capability"] for r in record["runs"] if r["path"] == "native"}
+        # a run added later on another machine kind records its own key (ch06's seeds 3 and 4)
+        native = {r["capability"] for r in record["runs"] if r["path"] == "native" and "machine_key" not in r}
         assert native == {key["capability"]}, f"{path.name}: native runs on {native}, key says {key}"
+        for r in record["runs"]:
+            if "machine_key" in r:
+                assert {"vendor", "capability", "torch", "blas"} <= set(r["machine_key"]), path.name
+                assert r["path"] != "native" or r["capability"] == r["machine_key"]["capability"], path.name
+                assert "added_runs_note" in record, f"{path.name}: runs of another machine, unexplained"
         if not {"cpu_family", "cpu_model"} <= set(key):
             assert "inferred" in record.get("machine_key_note", ""), path.name
 
