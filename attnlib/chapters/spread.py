@@ -14,8 +14,10 @@ one run. Its experiment is a function ``experiment(seed) -> dict`` in
   asserts its claims for every recorded run as well as for its own.
 
 **Seeds are the sample.** Each seed is one independent run of the method; its
-float paths and thread counts repeat it, and move its digits by rounding only
-(reproducibility, :meth:`Spread.reproducibility`), so they are not more samples.
+float paths and thread counts repeat it with other roundings, which training can
+amplify far beyond the last digit (chapter 06's seed 1 ends anywhere from 0.12 to
+0.82 in loss over its repeats; :meth:`Spread.reproducibility`), but they draw no
+new initial weights nor batches, so they are not more samples.
 A chapter counts seeds: :meth:`Spread.in_seeds` says "in all 5 seeds" only with
 at least :data:`MIN_SEEDS` seeds, and "in 3 of 3 seeds" below that, which the
 chapter calls suggestive (:meth:`Spread.seeds_note`); a seed holds a claim only
@@ -457,9 +459,9 @@ class Spread:
     def n_seeds(self) -> int:
         """How many independent runs the record holds: its seeds, not its runs.
 
-        A seed repeated on other float paths and thread counts moves by rounding only
-        (reproducibility, :meth:`reproducibility`); it is one sample, however many times
-        it ran.
+        A seed repeated on other float paths and thread counts changes only its rounding
+        (which training may amplify; :meth:`reproducibility`), not its weights nor its
+        batches: it is one sample, however many times it ran.
         """
         return len(self.seeds)
 
