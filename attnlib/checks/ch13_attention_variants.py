@@ -69,6 +69,7 @@ register(
                 "n = 8, window 2, 2 sinks": (8, 2, 2),
                 "a window as long as the sequence (n = 5, window 5): causal": (5, 5, 0),
                 "window 1 (each query sees itself), 1 sink, n = 5": (5, 1, 1),
+                "more sinks than positions (n = 3, window 1, 5 sinks): causal": (3, 1, 5),
                 "hidden: n = 12, window 4, 1 sink": (12, 4, 1),
                 "hidden: n = 10, window 3, 4 sinks": (10, 3, 4),
                 "hidden: a window longer than the sequence (n = 4, window 9)": (4, 9, 0),
