@@ -228,6 +228,7 @@ REPEATED = [
     "ch11",
     "ch11-rollout",
     "ch12",
+    "ch13",
 ]
 REPEAT_KEY = (0, "native", 1)  # seed, path, threads: the page's own setting
 
