@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlib._tensors import check_floating_tensors, check_tensors
+from attnlib._validate import broadcast_shapes
 
 __all__ = [
     "LinearAttentionState",
@@ -185,7 +186,10 @@ def linear_attention_recurrent(query, key, value, *, feature_map=elu_feature_map
     True
     """
     n, _, dv = _check_qkv("linear_attention_recurrent", query, key, value)
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    # attnlib's own broadcasting: torch.broadcast_shapes imports sympy on first use (1-7 s)
+    batch = broadcast_shapes(
+        query.shape[:-2], key.shape[:-2], value.shape[:-2], what="linear_attention_recurrent: batch shapes"
+    )
     state = LinearAttentionState(feature_map)
     outs = [state.step(query[..., t, :], key[..., t, :], value[..., t, :]) for t in range(n)]
     if not outs:
@@ -269,7 +273,9 @@ def retention_recurrent(query, key, value, decay) -> torch.Tensor:
     fn = "retention_recurrent"
     n, d, dv = _check_qkv(fn, query, key, value)
     gamma = _decay(fn, decay, query)  # (..., 1, 1)
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2], gamma.shape[:-2])
+    batch = broadcast_shapes(
+        query.shape[:-2], key.shape[:-2], value.shape[:-2], gamma.shape[:-2], what=f"{fn}: batch shapes"
+    )
     state = query.new_zeros(*batch, d, dv)  # (..., d, d_v)
     outs = []
     for t in range(n):

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlib._tensors import check_floating_tensors, work_dtype
-from attnlib._validate import check_positive_int, scale_or_default
+from attnlib._validate import broadcast_shapes, check_positive_int, scale_or_default
 
 __all__ = ["sliding_window_attention"]
 
@@ -90,7 +90,8 @@ def sliding_window_attention(
         raise ValueError(f"{fn}: key must be (..., n, E) = (..., {n}, {e}), got {tuple(key.shape)}")
     if value.shape[-2] != n:
         raise ValueError(f"{fn}: value must have n = {n} positions like key, got {tuple(value.shape)}")
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    # attnlib's own broadcasting: torch.broadcast_shapes imports sympy on first use (1-7 s)
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2], what=f"{fn}: batch shapes")
     scale = scale_or_default(fn, scale, e)
     out_dtype, work = query.dtype, work_dtype(query.dtype)
     q = query.to(work).expand(*batch, n, e)

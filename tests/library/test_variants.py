@@ -329,3 +329,15 @@ def test_cache_bytes_per_token_refuses_incomplete_settings(kwargs, words):
 def test_mla_refuses_an_odd_rope_dim():
     with pytest.raises(ValueError, match="rope_dim"):
         LatentAttention(8, 2, 4, 4, 3)
+
+
+def test_batch_shapes_that_do_not_broadcast_raise_valueerror_naming_the_function():
+    from attnlib.variants import linear_attention_recurrent, retention_recurrent
+
+    q, k = torch.randn(2, 5, 3, dtype=torch.float64), torch.randn(3, 5, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="sliding_window_attention: batch shapes"):
+        sliding_window_attention(q, k, k, window=2)
+    with pytest.raises(ValueError, match="linear_attention_recurrent: batch shapes"):
+        linear_attention_recurrent(q, k, k)
+    with pytest.raises(ValueError, match="retention_recurrent: batch shapes"):
+        retention_recurrent(q, k, k, 0.9)
