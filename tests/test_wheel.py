@@ -110,6 +110,16 @@ def test_the_wheel_holds_chapter_12s_text_with_its_hash(wheel):
     assert hashlib.sha256(data).hexdigest() == SHA256
 
 
+def test_the_wheel_holds_chapter_12s_checkpoint_with_its_hash(wheel):
+    """Chapter 12 loads its longer-trained model (attnlib/chapters/checkpoint.py) from package data."""
+    import hashlib
+    import json
+
+    log = json.loads(wheel.read("attnlib/chapters/data/char_checkpoint.json"))
+    weights = wheel.read("attnlib/chapters/data/char_checkpoint.pt")
+    assert hashlib.sha256(weights).hexdigest() == log["weights_sha256"]
+
+
 def test_the_wheel_requires_only_what_attnlib_imports(wheel):
     (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     message = email.message_from_string(wheel.read(metadata).decode())
