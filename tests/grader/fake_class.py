@@ -126,48 +126,50 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ("graded", 1, 1),
     )
     subs["loop-in-function"] = (with_answer(HEADER + "    while True:\n        pass\n"), ("timeout", 0, 0))
-    subs["loop-after"] = (with_answer(CORRECT, after=["while True:\n    pass\n"]), ("timeout", 1, 1))
+    # Since issue 43 an exercise's process runs the handed-out cells, the learner's statements the
+    # answer needs and the answer cell, nothing after it: a cell after the answer (a loop, an exit)
+    # changes neither the mark nor the status ...
+    subs["loop-after"] = (with_answer(CORRECT, after=["while True:\n    pass\n"]), ("graded", 1, 1))
+    subs["os-exit-after"] = (with_answer(CORRECT, after=["import os\nos._exit(1)\n"]), ("graded", 1, 1))
+    # ... so each hostile action below stands in the answer cell, after the function: it runs in the
+    # exercise's process before the cases. A cell that hangs or crashes is skipped on the rerun, so
+    # the function is never defined there: no case passes. os, signal: held for review (no score).
+    subs["loop-in-answer-cell"] = (with_answer(CORRECT + "while True:\n    pass\n"), ("timeout", 0, 0))
     subs["loop-ignores-interrupt"] = (
         with_answer(
-            CORRECT,
-            after=[
-                "import signal, time\n"
-                "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):\n"
-                "    signal.signal(s, signal.SIG_IGN)\n"
-                "while True:\n"
-                "    try:\n"
-                "        time.sleep(0.1)\n"
-                "    except BaseException:\n"
-                "        pass\n"
-            ],
+            CORRECT + "import signal, time\n"
+            "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):\n"
+            "    signal.signal(s, signal.SIG_IGN)\n"
+            "while True:\n"
+            "    try:\n"
+            "        time.sleep(0.1)\n"
+            "    except BaseException:\n"
+            "        pass\n"
         ),
-        ("timeout", 1, 1),
+        ("timeout", None, None),  # a timeout (never kernel-died), held for review
     )
-    subs["os-exit"] = (with_answer(CORRECT, after=["import os\nos._exit(1)\n"]), ("kernel-died", 1, 1))
+    subs["os-exit"] = (with_answer(CORRECT + "import os\nos._exit(1)\n"), ("kernel-died", None, None))
     subs["segfault-in-function"] = (
         with_answer("import ctypes\n" + HEADER + "    ctypes.string_at(0)\n"),
         ("kernel-died", None, None),  # ctypes in the answer: held for review (issue 34), never marked
     )
     subs["sys-exit"] = (with_answer(CORRECT, after=["import sys\nsys.exit()\n"]), ("graded", 1, 1))
-    subs["memory-bomb"] = (
+    subs["memory-bomb"] = (  # each allocation fails with MemoryError, and the answer still counts
         with_answer(
-            CORRECT,
-            after=[
-                "hog = bytearray(64 * 1024**3)\n",
-                "hogs = []\nwhile True:\n    hogs.append(np.empty(100 * 1024**2))\n",
-                "big = b'x' * (4 * 1024**3)\n",
-            ],
+            CORRECT
+            + "try:\n    hog = bytearray(64 * 1024**3)\nexcept MemoryError:\n    print('HOG-REFUSED')\n"
+            "hogs = []\ntry:\n    while True:\n        hogs.append(np.empty(100 * 1024**2))\n"
+            "except MemoryError:\n    print('HOGS-REFUSED')\n    hogs.clear()\n"
+            "try:\n    big = b'x' * (4 * 1024**3)\nexcept MemoryError:\n    print('BIG-REFUSED')\n"
         ),
         ("graded", 1, 1),
     )
     subs["fork-bomb"] = (
         with_answer(
-            CORRECT,
-            after=[
-                "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-            ],
+            CORRECT
+            + "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
         ),
-        ("timeout", 1, 1),
+        ("timeout", None, None),  # os: held for review
     )
     subs["monkeypatch"] = (
         with_answer(
@@ -198,21 +200,27 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
     nb.cells[_answer_index(nb) + 1].source = 'check = lambda *a: print("All cases pass. Well done!")'
     nb.cells[_answer_index(nb) + 1].metadata = {}
     subs["check-replaced-wrong"] = (nb, ("graded", 0, 0))
+    # each tried in turn in the answer cell, whatever the one before did; 0-4 must be refused
+    vandal = [
+        f"os.remove({str(canary)!r})",
+        f"open({str(canary)!r}, 'w').write('overwritten')",
+        f"open({str(canary.parent / 'planted.txt')!r}, 'w').write('x')",
+        f"shutil.rmtree({str(ROOT / 'solutions')!r})",
+        f"open({str(ROOT / 'attnlib' / 'planted.py')!r}, 'w').write('x')",
+        "open('/tmp/attnlib-grade-planted', 'w').write('x')",
+        "socket.create_connection(('10.255.255.1', 80), timeout=1)",
+        "open('scratch-file.txt', 'w').write('allowed')",
+    ]
     subs["vandal"] = (
         with_answer(
-            CORRECT,
-            after=[
-                f"import os\nos.remove({str(canary)!r})\n",
-                f"open({str(canary)!r}, 'w').write('overwritten')\n",
-                f"open({str(canary.parent / 'planted.txt')!r}, 'w').write('x')\n",
-                f"import shutil\nshutil.rmtree({str(ROOT / 'solutions')!r})\n",
-                f"open({str(ROOT / 'attnlib' / 'planted.py')!r}, 'w').write('x')\n",
-                "open('/tmp/attnlib-grade-planted', 'w').write('x')\n",
-                "import socket\nsocket.create_connection(('10.255.255.1', 80), timeout=1)\n",
-                "with open('scratch-file.txt', 'w') as fh:\n    fh.write('allowed')\n",
-            ],
+            CORRECT
+            + "import os, shutil, socket\n"
+            + "".join(
+                f"try:\n    {act}\nexcept OSError as exc:\n    print('REFUSED', {i}, exc.errno)\n"
+                for i, act in enumerate(vandal)
+            )
         ),
-        ("graded", 1, 1),
+        ("needs-review", None, None),  # os, open, shutil, socket: held for review (issue 43)
     )
     subs["reads-solutions"] = (
         with_answer(
@@ -239,31 +247,22 @@ def notebooks(canary: Path) -> dict[str, tuple[object, tuple]]:
         ),
         ("needs-review", None, None),  # os.write in the answer cell: held for review (issue 34)
     )
-    subs["channel-flood"] = (
+    subs["channel-flood"] = (  # floods its line to the sandbox's parent: the run ends, held for review
         with_answer(
-            CORRECT,
-            after=[
-                "import os, stat\n"
-                "for fd in range(3, 64):\n"
-                "    try:\n"
-                "        mode = os.fstat(fd).st_mode\n"
-                "        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):\n"
-                "            for _ in range(300):\n"
-                "                os.write(fd, b'z' * 2**20)\n"
-                "    except OSError:\n"
-                "        pass\n"
-            ],
+            CORRECT + "import os, stat\n"
+            "for fd in range(3, 64):\n"
+            "    try:\n"
+            "        mode = os.fstat(fd).st_mode\n"
+            "        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):\n"
+            "            for _ in range(300):\n"
+            "                os.write(fd, b'z' * 2**20)\n"
+            "    except OSError:\n"
+            "        pass\n"
         ),
-        ("needs-review", 1, 1),  # flooded the grader's channel after its answer was judged
+        ("needs-review", None, None),
     )
-    subs["output-flood"] = (
-        with_answer(
-            CORRECT,
-            after=[
-                "import os, sys\nfor _ in range(20):\n    print('x' * 10**6)\n"
-                "    sys.stderr.write('e' * 10**5)\nos.write(1, b'y' * 10**6)\n"
-            ],
-        ),
+    subs["output-flood"] = (  # printed by the answer cell itself: it runs (issue 43)
+        with_answer(CORRECT + "for _ in range(22):\n    print('x' * 10**6)\n"),
         ("graded", 1, 1),
     )
     subs["syntax-error"] = (

@@ -234,6 +234,26 @@ def test_output_is_capped(graded):
 
 
 @pytest.mark.slow
+def test_the_hostile_actions_in_the_answer_cell_ran_and_were_contained(graded):
+    """Since issue 43 only the answer cell and what it needs run for an exercise: the fake class's
+    hostile actions stand there, after the function. The audit alone would hold most of them; these
+    show that each one also ran in the exercise's process and met the sandbox's limit."""
+    records = graded["records"]
+    assert "the process sent too long a message to the sandbox's parent" in records["channel-flood"]["review"]
+    printed = records["memory-bomb"]["output"]["head"]
+    assert printed.split() == ["HOG-REFUSED", "HOGS-REFUSED", "BIG-REFUSED"], printed
+    for name in ("fork-bomb", "loop-ignores-interrupt", "loop-in-answer-cell"):
+        assert any("no progress within" in i for i in records[name]["incidents"]), records[name]
+    assert any("exited with code 1" in i for i in records["os-exit"]["incidents"]), records["os-exit"]
+    if ISOLATED:  # each change to the host's files (actions 0-4) was tried and refused
+        refused = {line.split()[1] for line in records["vandal"]["output"]["head"].splitlines()}
+        assert {"0", "1", "2", "3", "4"} <= refused, records["vandal"]["output"]
+    # after the answer: nothing ran, nothing was held or noted
+    for name in ("loop-after", "os-exit-after"):
+        assert (records[name]["incidents"], records[name]["review"]) == ([], []), records[name]
+
+
+@pytest.mark.slow
 def test_rerun_keeps_finished_students_and_regrades_changed_ones(graded, tmp_path):
     out = tmp_path / "out"
     subs = tmp_path / "subs"

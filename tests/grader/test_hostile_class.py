@@ -117,6 +117,12 @@ os._exit(0)
 """
 
 
+IPYTHON = (
+    "r = %timeit -o pairwise_dot(np.ones((2, 2)), np.ones((2, 2)))\n"
+    "x = !ls\npairwise_dot?\ndisplay(r.best >= 0, x)\n%time y = 1\n"
+)
+
+
 def _class(top: Path) -> dict[str, tuple]:
     subs = top / "submissions"
     subs.mkdir()
@@ -129,28 +135,22 @@ def _class(top: Path) -> dict[str, tuple]:
         "a_b": (w(Z), ("graded", "0")),
         "a_b-2": (fake_class._base(), ("graded", "0")),
         "grades.csv": (w(C), ("graded", "1")),
-        "ipython": (
-            w(
-                C,
-                after=[
-                    "r = %timeit -o pairwise_dot(np.ones((2, 2)), np.ones((2, 2)))\n"
-                    "x = !ls\npairwise_dot?\ndisplay(r.best >= 0, x)\n%time y = 1\n"
-                ],
-            ),
-            ("graded", "1"),
-        ),
+        # IPython syntax after the answer never runs for it, and holds nothing (issue 43) ...
+        "ipython": (w(C, after=[IPYTHON]), ("graded", "1")),
+        # ... in the answer cell it runs with the grader's stand-ins; the allow-list holds an answer
+        # cell that names get_ipython or display for review (no score)
+        "ipython-in-answer": (w(C + IPYTHON), ("needs-review", "")),
+        # Since issue 43 a cell after the answer never runs for it (its own process runs the answer
+        # cell and what it needs): each hostile action stands in the answer cell, after the function
         "setsid-escape": (
             w(
-                C,
-                after=[
-                    "import os\nif os.fork() == 0:\n    os.setsid()\n"
-                    f"    os.execvp('sleep', ['sleep', '{SLEEP_MARK}'])\n"
-                ],
+                C + "import os\nif os.fork() == 0:\n    os.setsid()\n"
+                f"    os.execvp('sleep', ['sleep', '{SLEEP_MARK}'])\n"
             ),
-            ("needs-review", "1"),  # fork and exec: what the forbidden-call check cannot follow
+            ("needs-review", ""),  # fork and exec (os): held for review, no score
         ),
         "sysv-shm": (
-            w(C, after=[f"import ctypes\nctypes.CDLL(None).shmget({SHM_KEY}, 4096, 0o1666)\n"]),
+            w(C + f"import ctypes\nctypes.CDLL(None).shmget({SHM_KEY}, 4096, 0o1666)\n"),
             ("needs-review", ""),  # ctypes can change what the answer uses: held for review (issue 34)
         ),
         # open() in the answer is outside the allow-list: held for review (issue 34), never marked
@@ -160,15 +160,12 @@ def _class(top: Path) -> dict[str, tuple]:
             w("import importlib\nm = importlib.import_module('attnlib.che' + 'cks')\n" + C),
             ("needs-review", ""),  # importlib in the answer cell: held for review
         ),
-        "prints-last": (w(C, after=["print('LAST-WORDS', end='')\n"]), ("graded", "1")),
+        "prints-last": (w(C + "print('LAST-WORDS', end='')\n"), ("graded", "1")),
         "pdeathsig": (
             w(
-                C,
-                after=[
-                    "import ctypes\nv = ctypes.c_int(-1)\n"
-                    "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0)\n"  # PR_GET_PDEATHSIG
-                    "print('PDEATHSIG', v.value, 'UID', __import__('os').getuid())\n"
-                ],
+                C + "import ctypes\nv = ctypes.c_int(-1)\n"
+                "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0)\n"  # PR_GET_PDEATHSIG
+                "print('PDEATHSIG', v.value, 'UID', __import__('os').getuid())\n"
             ),
             ("needs-review", ""),  # ctypes: held for review (issue 34)
         ),
@@ -184,9 +181,11 @@ def _class(top: Path) -> dict[str, tuple]:
             ),
             ("needs-review", ""),  # the answer cell sets attributes of the checker: held
         ),
-        "forges-in-cell": (w(Z, after=[FORGES_IN_CELL]), ("needs-review", "")),  # gc, frames: held
+        "forges-in-cell": (w(Z + FORGES_IN_CELL), ("needs-review", "")),  # gc, frames: held
         # without namespaces the check modules are readable (documented): the forgery succeeds
-        "key-hunter": (w(Z, after=[KEY_HUNTER]), ("needs-review", "")),
+        "key-hunter": (w(Z + KEY_HUNTER), ("needs-review", "")),
+        # a cell after a wrong answer that would forge its results never runs for it (issue 43)
+        "forges-after": (w(Z, after=[FORGES_IN_CELL, KEY_HUNTER]), ("graded", "0")),
     }
     expected = {}
     for name, (nb, outcome) in nbs.items():
@@ -239,9 +238,12 @@ def test_every_file_gets_its_own_record_and_the_right_grade(hostile):
 
 @pytest.mark.slow
 def test_ipython_syntax_runs_and_display_exists(hostile):
-    record = hostile["records"]["ipython"]
+    record = hostile["records"]["ipython-in-answer"]
     assert record["cell_errors"] == [], record["cell_errors"]
     assert any("stand-ins" in n for n in record["notes"])
+    assert record["output"]["head"].startswith("True\n"), record["output"]  # display() showed it
+    cases = record["exercises"]["ex-00-1"]["cases"]
+    assert cases and all(c["status"] == "passed" for c in cases), cases  # the answer still ran
 
 
 @pytest.mark.slow
@@ -659,7 +661,7 @@ def test_memory_is_limited_per_submission_where_cgroups_are_writable(tmp_path):
     probe.remove()
     subs = tmp_path / "subs"
     subs.mkdir()
-    nb = fake_class.with_answer(C, after=[FORKS_FILL_MEMORY])
+    nb = fake_class.with_answer(C + FORKS_FILL_MEMORY)  # in the answer cell: its process runs it
     (subs / "forks.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
     out = tmp_path / "out"
     settings = dataclasses_replace(_settings(out), group_mb=400)
@@ -668,4 +670,8 @@ def test_memory_is_limited_per_submission_where_cgroups_are_writable(tmp_path):
     assert record["memory_group"] in ("cgroup v1", "cgroup v2")
     assert "ALL-CHILDREN-OK" not in printed, printed
     assert "SOME-CHILD-KILLED" in printed or record["status"] == "kernel-died", (printed, record["status"])
-    assert record["exercises"]["ex-00-1"]["score"] == 1  # the answer before it still counts
+    # the children were killed, not the exercise's process: the answer's cases ran after them, all
+    # passed (its score waits for a person: the cell forks, issue 43)
+    cases = record["exercises"]["ex-00-1"]["cases"]
+    assert cases and all(c["status"] == "passed" for c in cases), (record["status"], cases)
+    assert record["exercises"]["ex-00-1"]["score"] is None and record["status"] == "needs-review"

@@ -129,7 +129,8 @@ def test_a_checkout_in_the_temporary_folder_sees_no_other_folder_of_it(tmp_path,
         "mounts = open('/proc/self/mountinfo').read()\n"
         f"print('NAMED', [p for p in {hidden!r} if p in mounts])\n"
     )
-    checkout.grade({"reader": fake_class.with_answer(reader, after=[probe])})
+    # in the answer cell, after the function: the exercise's process runs it (issue 43)
+    checkout.grade({"reader": fake_class.with_answer(reader + probe)})
     record = json.loads((checkout.out / "reader" / "record.json").read_text(encoding="utf-8"))
     # open() is off the exercise's allow-list, so the answer goes to review with no score (issue
     # 34.1); its cases are still judged: every one failed, so the key was not read

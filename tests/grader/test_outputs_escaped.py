@@ -232,20 +232,34 @@ def test_keys_transliterate_names(accented, key):
 # --------------------------------------------------------------------------- one bad member, never the class
 
 
-def test_a_member_with_a_name_too_long_is_refused_alone(tmp_path):
+def test_a_member_with_a_name_too_long_is_staged_alone_under_its_key(tmp_path):
+    """Issue 43.6: a name part longer than 255 bytes no longer costs its learner the row (it was
+    refused): each member is staged under its computed key, read by its long name, and the
+    members beside it are staged as they would be anyway."""
     members = {
         "x" * 300 + f"_1_2_{STEM}.ipynb": _nb(),
         f"Ada_12345_assignsubmission_file_/{'y' * 260}.ipynb": _nb(),
         f"lovelaceada_12345_67890_{STEM}.ipynb": _nb(),
     }
     result = intake.collect(_zip(tmp_path / "long.zip", members), tmp_path / "out" / "submissions", STEM)
-    assert [e.student for e in result.entries if not e.refused] == ["lovelaceada-12345"]
-    # the refused Canvas member is its learner's unreadable row (issue 34); the Moodle-shaped one
-    # is not a learner of this Canvas download
-    refused = [e for e in result.entries if e.refused]
-    assert [(e.student_id, e.refused) for e in refused] == [("1", "a name longer than 255 bytes")]
-    assert sum(p.endswith(": refused (a name longer than 255 bytes)") for p in result.problems) == 2
-    assert sum(p.endswith("graded unreadable") for p in result.problems) == 1
+    assert not any(e.refused for e in result.entries)
+    assert not any("refused" in p or "unreadable" in p for p in result.problems), result.problems
+    rows = {e.student: e for e in result.entries}
+    long_key = next(k for k in rows if k.startswith("x"))
+    # the Canvas member with a 300-byte learner name: its id, a key the file system can hold
+    assert rows[long_key].student_id == "1" and len(long_key.encode()) <= 255 - len(".ipynb")
+    assert rows["lovelaceada-12345"].student_id == "12345"
+    # the Moodle-shaped folder in a Canvas download is what it is with a short name: not a
+    # learner of this Canvas download (no LMS id), staged by its folder's name
+    short = {k.replace("y" * 260, "y" * 10): v for k, v in members.items()}
+    beside = intake.collect(_zip(tmp_path / "short.zip", short), tmp_path / "s2", STEM)
+    folder_rows = [(e.student, e.student_id) for e in result.entries if e.lms == "folder"]
+    assert folder_rows == [(e.student, e.student_id) for e in beside.entries if e.lms == "folder"]
+    assert [row[1] for row in folder_rows] == [""]
+    # every learner's notebook staged whole, under a name of at most 255 bytes
+    staged = sorted(p for p in result.folder.iterdir() if not p.name.startswith("."))
+    assert len(staged) == 3 and all(len(p.name.encode()) <= 255 for p in staged), staged
+    assert all(p.read_bytes() == _nb() for p in staged)
 
 
 def test_undecodable_and_control_names_on_disk_are_staged_and_reported_escaped(tmp_path, capsys):

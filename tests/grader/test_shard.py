@@ -69,7 +69,7 @@ LONG_B = fake_class.HEADER + (
 # --------------------------------------------------------------------------- the split
 
 
-def test_a_learners_share_depends_on_the_key_alone():
+def test_a_learners_share_depends_on_the_key_alone(tmp_path):
     keys = [f"learner-{i}" for i in range(400)]
     counts = [0] * 4
     for key in keys:
@@ -83,8 +83,9 @@ def test_a_learners_share_depends_on_the_key_alone():
         assert whole == sorted(students)  # every learner in exactly one share
         return {s.student: k for k, share in taken.items() for s in share}
 
-    before = split(keys[:300], Path("/nowhere"))
-    after = split(["a-newcomer", *keys[1:300], "another-one"], Path("/nowhere"))
+    # take() writes its share file into the output folder: a folder of this test's own
+    before = split(keys[:300], tmp_path / "before")
+    after = split(["a-newcomer", *keys[1:300], "another-one"], tmp_path / "after")
     assert {k: after[k] for k in keys[1:300]} == {k: before[k] for k in keys[1:300]}
 
 
