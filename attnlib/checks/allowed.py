@@ -199,7 +199,11 @@ ADMITTED_BUILTINS = frozenset(
     OverflowError RecursionError ReferenceError RuntimeError StopAsyncIteration StopIteration
     SyntaxError SystemError TypeError UnboundLocalError UnicodeError ValueError
     ZeroDivisionError Warning UserWarning DeprecationWarning RuntimeWarning FutureWarning
+    display
     """.split()
+    # display: the name every notebook has (IPython's); the grader's stand-in prints each
+    # object's repr and holds nothing. get_ipython stays out: a magic's code is a string
+    # (%time np.exp = f) that no audit of the cell reads.
 )
 
 # Attributes of values an answer may not use: an interpreter object's insides, file output.

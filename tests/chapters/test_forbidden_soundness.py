@@ -530,7 +530,9 @@ def _category(audit: Audit) -> str:
 def learner_audit(payload: Payload) -> Audit:
     """check()'s side: run the prelude, the cells before and the answer as a notebook would
     (each cell's source registered as its file), and audit the function."""
-    namespace: dict = {"__name__": "__main__"}
+    from IPython.display import display  # a notebook's namespace has it
+
+    namespace: dict = {"__name__": "__main__", "display": display}
     for number, source in enumerate((PRELUDE, *payload.before, payload.answer)):
         filename = f"<payload cell {number}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -623,6 +625,12 @@ LEGITIMATE = [
         MASK,
         "def build_causal_mask(q_len, k_len):\n"
         "    return torch.arange(k_len)[None, :] <= torch.arange(q_len)[:, None]\n",
+    ),
+    Payload(  # display() in the answer cell itself, as a notebook user shows a result
+        "",
+        SM,
+        "def stable_softmax(x):\n    e = np.exp(x - x.max(-1, keepdims=True))\n"
+        "    return e / e.sum(-1, keepdims=True)\n\n\ndisplay(stable_softmax(np.zeros(3)))\n",
     ),
     sm(  # a figure setting in the learner's own cell: an answer cannot reach matplotlib
         "    e = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n",
