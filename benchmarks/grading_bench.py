@@ -9,7 +9,7 @@ not attempted, each misconception, partial credit, a syntax error, a NumPy
 monkeypatch, an nbformat v3 notebook, magics, a deleted check cell. ``--hostile``
 adds an endless loop, a fork bomb, ``os._exit`` and a segmentation fault, whose
 cost is set by the time limits rather than by the grader. Each configuration
-grades ``copies`` copies of the set with ``python -m attnlib.grade``'s own
+grades ``copies`` copies of the set with ``python -m coursetools.grade``'s own
 function, in a fresh output folder, and reports the wall time divided by the
 number of submissions (start-up included), the mean time per submission as
 the grader records it, and the load average (other jobs may share the

@@ -6,8 +6,6 @@ people's code:
 
 * :mod:`coursetools.assign` generates ``exercises/`` from ``solutions/``;
 * :mod:`coursetools.grade` grades a class's notebooks in sandboxed processes.
-
-``python -m attnlib.assign`` and ``python -m attnlib.grade`` remain as aliases.
 """
 
 import sys

@@ -67,7 +67,6 @@ def built_book() -> tuple[Path, str]:
 SLOW_PROCESSES = {
     "the grader (sandbox, zygote, notebook reader or command)": (
         "coursetools.grade",
-        "attnlib.grade",
         "unshare",
         "setpriv",
         "run_autograder",  # the Gradescope autograder, which runs the grader
@@ -108,7 +107,7 @@ def _trains_a_model(item) -> bool:
 
 def _names(argv) -> list[str]:
     """The names a command line calls on: of a path, only what it names (its last part); of any
-    other word, its dotted names (``-m coursetools.grade``, ``-c "from attnlib.grade import x"``).
+    other word, its dotted names (``-m coursetools.grade``, ``-c "from coursetools.grade import x"``).
 
     A folder on the way is not a name: a checkout in ``/tmp/nochrome.x/`` starts no browser.
     """

@@ -1,11 +1,11 @@
 """The layering CONTRIBUTING describes, read from the syntax tree of every module (issue 28).
 
 From the bottom up: attnlib's core (the modules at the top of ``attnlib/`` and
-the ``attnlib.efficient`` package) < ``attnlib.chapters`` (models and toy tasks)
-< ``attnlib.checks`` (exercise checks) < ``coursetools`` (instructor tooling).
-A room imports only rooms below it. The learner's package never imports
-``coursetools``, apart from the two aliases that keep old instructor commands
-working in a checkout (``attnlib.grade``, ``attnlib.assign``).
+the ``attnlib.efficient`` package) < ``attnlib.figures`` (the course's pictures) and
+``attnlib.chapters`` (models and toy tasks) < ``attnlib.checks`` (exercise checks)
+< ``coursetools`` (instructor tooling). A room imports only rooms below it; the
+figures and the chapters stand side by side and never import each other. The
+learner's package never imports ``coursetools``.
 
 Inside ``coursetools`` the grader has floors of its own (issue 38), from the
 bottom: records and paths < isolation < grading a submission < outputs <
@@ -32,12 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # room -> the rooms it must not import
 FORBIDDEN = {
-    "core": ("attnlib.chapters", "attnlib.checks", "coursetools"),
-    "chapters": ("attnlib.checks", "coursetools"),
-    "checks": ("coursetools",),
+    "core": ("attnlib.figures", "attnlib.chapters", "attnlib.checks", "coursetools"),
+    "figures": ("attnlib.chapters", "attnlib.checks", "coursetools"),
+    "chapters": ("attnlib.figures", "attnlib.checks", "coursetools"),
+    "checks": ("attnlib.figures", "coursetools"),
 }
-# the learner's package reaches coursetools only here: aliases of moved commands
-ALIASES = {"attnlib.grade", "attnlib.grade.__main__", "attnlib.assign"}
 
 
 def module_name(path: Path) -> str:
@@ -48,8 +47,8 @@ def module_name(path: Path) -> str:
 
 
 def room(module: str) -> str | None:
-    if module in ALIASES:
-        return None
+    if module.startswith("attnlib.figures"):
+        return "figures"
     if module.startswith("attnlib.chapters"):
         return "chapters"
     if module.startswith("attnlib.checks"):
@@ -118,14 +117,27 @@ def test_no_room_imports_a_room_above_it():
     assert not found, "imports against the layering (CONTRIBUTING.md, Layout):\n" + "\n".join(found)
 
 
-def test_the_aliases_are_the_only_way_from_attnlib_to_coursetools():
+def test_a_planted_import_of_the_figures_from_the_core_is_caught(tmp_path, monkeypatch):
+    """The rooms' rule on a synthetic tree: the core drawing with the figures is named."""
+    (tmp_path / "attnlib" / "figures").mkdir(parents=True)
+    (tmp_path / "attnlib" / "figures" / "plotting.py").write_text("import numpy\n", encoding="utf-8")
+    (tmp_path / "attnlib" / "masks.py").write_text("import numpy\n", encoding="utf-8")
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    assert violations() == []
+    (tmp_path / "attnlib" / "masks.py").write_text("from .figures import plotting\n", encoding="utf-8")
+    assert violations() == [
+        "attnlib.masks (core) imports attnlib.figures",
+        "attnlib.masks (core) imports attnlib.figures.plotting",
+    ]
+
+
+def test_nothing_in_attnlib_reaches_coursetools():
     reaching = sorted(
         module_name(path)
         for path in (ROOT / "attnlib").rglob("*.py")
         if any(n == "coursetools" or n.startswith("coursetools.") for n in imported_names(path))
     )
-    assert set(reaching) <= ALIASES, reaching
-    assert reaching, "the aliases no longer import coursetools: drop them from ALIASES"
+    assert reaching == [], reaching
 
 
 # --------------------------------------------------------------------------- coursetools' floors
@@ -423,7 +435,7 @@ def test_a_planted_import_across_the_sandboxs_sides_is_caught(tmp_path, monkeypa
             "attnlib.utils",
             "coursetools.grade",
         ),
-        ("def f():\n    import coursetools", "attnlib.plotting", "coursetools"),
+        ("def f():\n    import coursetools", "attnlib.figures.plotting", "coursetools"),
     ],
 )
 def test_the_reader_finds_every_kind_of_import(tmp_path, monkeypatch, source, module, expected):

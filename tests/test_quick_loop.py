@@ -127,7 +127,7 @@ def test_the_guard_reads_what_a_command_starts_not_the_folders_on_its_way():
     assert slow_process(["/usr/bin/chromium", "--headless"]) == browser
     assert slow_process("/usr/bin/chromedriver --port=0") == browser
     assert slow_process([sys.executable, "-m", "coursetools.grade.batch"]) == grader
-    assert slow_process([sys.executable, "-c", "from attnlib.grade import main"]) == grader
+    assert slow_process([sys.executable, "-c", "from coursetools.grade import main"]) == grader
     assert slow_process(["unshare", "--net", "true"]) == grader
     assert slow_process([sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"]) == "a notebook kernel"
     # a checkout, a temporary folder or a file whose path merely contains a sign starts nothing

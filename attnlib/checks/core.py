@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from attnlib.checks.compare import compare_outputs, to_arrays
 from attnlib.checks.exercise import (
-    _REGISTRY,
     Case,
     Exercise,
     Misconception,
-    _discover,
-    _import_check_modules,
     all_exercises,
     get_exercise,
     register,
@@ -41,7 +38,7 @@ from attnlib.checks.judge import (
     name_mistakes,
     run_case,
 )
-from attnlib.checks.notebook import _FAILED_CHECKS, check, wrap_feedback
+from attnlib.checks.notebook import check, wrap_feedback
 from attnlib.utils import reset_parameters
 
 __all__ = [
@@ -67,14 +64,6 @@ __all__ = [
     "run_case",
     "to_arrays",
 ]
-# Kept importable for the grader and the tests that use them: FORBIDDEN_MISCONCEPTION,
-# wrap_feedback, and the registry's internals (_REGISTRY, _discover, _import_check_modules,
-# _FAILED_CHECKS), which are the very objects of the modules above.
-_INTERNALS = (
-    FORBIDDEN_MISCONCEPTION,
-    wrap_feedback,
-    _REGISTRY,
-    _discover,
-    _import_check_modules,
-    _FAILED_CHECKS,
-)
+# Kept importable for the grader (coursetools.grade.verdict imports them from here): the
+# very objects of the modules above, not part of the learner's interface.
+_INTERNALS = (FORBIDDEN_MISCONCEPTION, wrap_feedback)

@@ -8,15 +8,15 @@ attnlib by ``python -m attnlib.checks.public_paths --write`` and tested to be cu
 (``tests/chapters/test_forbidden_soundness.py`` walks attnlib's modules again and compares).
 
 ``PUBLIC_PATHS``: ``{public dotted path: home}``, where the home of a function or class is
-``module.qualname`` and that of a module its name. Paths under ``attnlib.checks``,
-``attnlib.grade`` and ``attnlib.assign`` are left out (the checker is forbidden by prefix).
+``module.qualname`` and that of a module its name. Paths under ``attnlib.checks``
+are left out (the checker is forbidden by prefix).
 """
 
 from __future__ import annotations
 
 import sys
 
-SKIPPED = ("attnlib.checks", "attnlib.grade", "attnlib.assign")
+SKIPPED = ("attnlib.checks",)
 
 
 def build() -> dict[str, str]:
@@ -172,8 +172,6 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.combine_masks": "attnlib.masks.combine_masks",
     "attnlib.cosine_scores": "attnlib.scores.cosine_scores",
     "attnlib.decode_step": "attnlib.efficient.kv_cache.decode_step",
-    "attnlib.diagrams.check_integer": "attnlib._validate.check_integer",
-    "attnlib.diagrams.use_course_style": "attnlib.plotting.use_course_style",
     "attnlib.dot_scores": "attnlib.scores.dot_scores",
     "attnlib.efficient.KVCache": "attnlib.efficient.kv_cache.KVCache",
     "attnlib.efficient.OnlineSoftmaxState": "attnlib.efficient.online.OnlineSoftmaxState",
@@ -210,6 +208,8 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.efficient.tiled.scale_or_default": "attnlib._validate.scale_or_default",
     "attnlib.efficient.tiled.work_dtype": "attnlib._tensors.work_dtype",
     "attnlib.efficient.tiled_attention": "attnlib.efficient.tiled.tiled_attention",
+    "attnlib.figures._draw.check_integer": "attnlib._validate.check_integer",
+    "attnlib.figures._draw.use_course_style": "attnlib.figures.plotting.use_course_style",
     "attnlib.functional.TORCH": "attnlib._doc._filler.<locals>.fill",
     "attnlib.functional.as_shape": "attnlib._validate.as_shape",
     "attnlib.functional.check_dim": "attnlib._validate.check_dim",

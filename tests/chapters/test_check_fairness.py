@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from attnlib.checks import Case, Exercise, check, core, evaluate
+from attnlib.checks import exercise as registry
 from attnlib.checks import notebook as notebook_checks
 
 
@@ -36,8 +37,8 @@ FLOAT32_QUESTION = Exercise(
 
 @pytest.fixture
 def registered(monkeypatch):
-    core._discover()
-    monkeypatch.setitem(core._REGISTRY, FLOAT32_QUESTION.id, FLOAT32_QUESTION)
+    registry._discover()
+    monkeypatch.setitem(registry._REGISTRY, FLOAT32_QUESTION.id, FLOAT32_QUESTION)
     monkeypatch.setattr(notebook_checks, "_FAILED_CHECKS", {})
     monkeypatch.setattr(notebook_checks, "_LAST_FAILURE", {})
 
@@ -84,8 +85,8 @@ TIERED = Exercise(
 
 @pytest.fixture
 def tiered(monkeypatch):
-    core._discover()
-    monkeypatch.setitem(core._REGISTRY, TIERED.id, TIERED)
+    registry._discover()
+    monkeypatch.setitem(registry._REGISTRY, TIERED.id, TIERED)
     monkeypatch.setattr(notebook_checks, "_FAILED_CHECKS", {})
     monkeypatch.setattr(notebook_checks, "_LAST_FAILURE", {})
 
@@ -190,10 +191,10 @@ def _toy(*misconceptions):
 
 @pytest.fixture
 def toy(monkeypatch):
-    core._discover()
+    registry._discover()
 
     def register(exercise):
-        monkeypatch.setitem(core._REGISTRY, exercise.id, exercise)
+        monkeypatch.setitem(registry._REGISTRY, exercise.id, exercise)
         return exercise
 
     return register

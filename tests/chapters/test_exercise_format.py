@@ -7,9 +7,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from attnlib import assign
 from attnlib.checks import Case, Exercise, Misconception, all_exercises, evaluate
 from attnlib.checks.core import compare_outputs, to_arrays
+from coursetools import assign
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -223,10 +223,10 @@ _TOY = Exercise(
 
 @pytest.fixture
 def toy_exercise(monkeypatch):
-    from attnlib.checks import core
+    from attnlib.checks import exercise as registry
 
-    core._discover()
-    monkeypatch.setitem(core._REGISTRY, _TOY.id, _TOY)
+    registry._discover()
+    monkeypatch.setitem(registry._REGISTRY, _TOY.id, _TOY)
     return _TOY
 
 
@@ -395,10 +395,11 @@ def _softmax_by_scipy(x):
 
 
 def test_forbidden_call_scores_zero_and_is_named(monkeypatch, capsys):
-    from attnlib.checks import check, core
+    from attnlib.checks import check
+    from attnlib.checks import exercise as registry
 
-    core._discover()
-    monkeypatch.setitem(core._REGISTRY, _TOY_FORBIDDEN.id, _TOY_FORBIDDEN)
+    registry._discover()
+    monkeypatch.setitem(registry._REGISTRY, _TOY_FORBIDDEN.id, _TOY_FORBIDDEN)
     result = evaluate("ex-99-2", _softmax_by_scipy, include_hidden=True)
     assert result.fraction == 0.0 and len(result.cases) == 2
     assert "not allowed" in result.report() and "scipy.special.softmax" in result.report()
@@ -462,7 +463,8 @@ def test_hints_are_tiered(exercise):
 
 
 def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, monkeypatch):
-    from attnlib.checks import check, core
+    from attnlib.checks import check
+    from attnlib.checks import exercise as registry
 
     tiered = Exercise(
         id="ex-99-3",
@@ -473,7 +475,7 @@ def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, m
     )
     from attnlib.checks import notebook
 
-    monkeypatch.setitem(core._REGISTRY, tiered.id, tiered)
+    monkeypatch.setitem(registry._REGISTRY, tiered.id, tiered)
     monkeypatch.setattr(notebook, "_FAILED_CHECKS", {})
     monkeypatch.setattr(notebook, "_LAST_FAILURE", {})
     # the learner's function, named as the exercise asks, changed before every check

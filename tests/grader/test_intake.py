@@ -231,7 +231,7 @@ def test_a_canvas_zip_is_graded_end_to_end_with_overrides_and_report(tmp_path):
         )
         assert (out / "report.html").is_file() and "turingalan-34567" in (out / "roster.csv").read_text()
     (out / "report.html").unlink()
-    report = [sys.executable, "-m", "attnlib.grade", "report", str(out), "--assignment", STEM]
+    report = [sys.executable, "-m", "coursetools.grade", "report", str(out), "--assignment", STEM]
     assert subprocess.run(report, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
     assert "lovelaceada-12345" in (out / "report.html").read_text()
     # the staging command on its own prints the duplicates

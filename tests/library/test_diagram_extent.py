@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from attnlib import diagrams, diagrams_text, diagrams_vit  # noqa: E402
-from attnlib.plotting import FIGURE_WIDTH  # noqa: E402
+from attnlib.figures import diagrams, diagrams_text, diagrams_vit  # noqa: E402
+from attnlib.figures.plotting import FIGURE_WIDTH  # noqa: E402
 
 
 def _drawings():

@@ -1,4 +1,4 @@
-"""attnlib.diagrams: every diagram draws in the course style, and the numbers it shows follow the formulas."""
+"""attnlib.figures.diagrams: each diagram is in the course style, its numbers it shows follow the formulas."""
 
 import matplotlib
 
@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from attnlib import diagrams  # noqa: E402
-from attnlib.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
+from attnlib.figures import diagrams  # noqa: E402
+from attnlib.figures.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
 
 DRAWERS = [name for name in diagrams.__all__ if name.startswith("draw_")]
 

@@ -1,4 +1,4 @@
-"""attnlib.diagrams_text: chapter 12's pictures draw in the course style and show what they say."""
+"""attnlib.figures.diagrams_text: chapter 12's pictures draw in the course style and show what they say."""
 
 import matplotlib
 
@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from attnlib.diagrams_text import draw_induction, draw_model_families  # noqa: E402
-from attnlib.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
+from attnlib.figures.diagrams_text import draw_induction, draw_model_families  # noqa: E402
+from attnlib.figures.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""attnlib.diagrams_vit: the whole-model diagram of chapter 11 draws in the course style."""
+"""attnlib.figures.diagrams_vit: the whole-model diagram of chapter 11 draws in the course style."""
 
 import matplotlib
 
@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from attnlib.diagrams_vit import DIGIT, draw_vit  # noqa: E402
-from attnlib.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
+from attnlib.figures.diagrams_vit import DIGIT, draw_vit  # noqa: E402
+from attnlib.figures.plotting import FIGURE_WIDTH, MIN_FONT_SIZE, smallest_font_size  # noqa: E402
 
 
 def test_vit_diagram_is_page_wide_readable_and_labelled():

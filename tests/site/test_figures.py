@@ -1,6 +1,6 @@
 """Figures readable at the page's width: the on-screen height of every figure's smallest text.
 
-Every chapter draws with ``attnlib.plotting.use_course_style()`` (checked in the
+Every chapter draws with ``attnlib.figures.plotting.use_course_style()`` (checked in the
 notebooks' source, without a build), which records in each figure's PNG its
 smallest font size in points and its dpi. On the strictly built site
 (``built_book``), in Chromium, every figure image of every page is measured at a
@@ -34,7 +34,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from attnlib import plotting  # noqa: E402
+from attnlib.figures import plotting  # noqa: E402
 
 sys.path[0] = str(Path(__file__).resolve().parent)  # as pytest does for this folder
 if str(ROOT / "tests") not in sys.path:  # run as a script: helpers_chromium lives in tests/
@@ -156,7 +156,7 @@ def failures(rows: list[dict]) -> list[str]:
     for row in rows:
         where = f"{row['page']} {row['src']} at {row['width']} px"
         if row["text_px"] is None:
-            out.append(f"{where}: no font record (not drawn with attnlib.plotting.use_course_style())")
+            out.append(f"{where}: no font record (not drawn with figures.plotting.use_course_style())")
         elif row["text_px"] < MIN_TEXT_PX[row["width"]]:
             out.append(
                 f"{where}: smallest text {row['text_px']:.1f} px < {MIN_TEXT_PX[row['width']]:g} px "
@@ -214,7 +214,7 @@ def test_every_plotting_notebook_uses_the_course_style(notebook):
     styled = next((i for i, src in enumerate(cells) if "use_course_style()" in src), None)
     assert styled is not None and styled <= first_draw, (
         f"{notebook.name} draws figures (code cell {first_draw}) but calls "
-        "attnlib.plotting.use_course_style() "
+        "attnlib.figures.plotting.use_course_style() "
         + ("nowhere" if styled is None else f"only in code cell {styled}")
     )
     small = []

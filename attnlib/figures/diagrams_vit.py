@@ -1,4 +1,4 @@
-"""The Vision Transformer drawn whole (chapter 11), in the style of :mod:`attnlib.diagrams`.
+"""The Vision Transformer drawn whole (chapter 11), in the style of :mod:`attnlib.figures.diagrams`.
 
 Kept beside ``diagrams.py`` rather than in it: one module per picture family, sharing
 its palette, canvas and boxes. Nothing here is measured: the digit is a hand-drawn 8x8
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .diagrams import BLUE, FS, GREEN, GREY, ORANGE, PURPLE, _arrow, _box, _canvas
+from ._draw import BLUE, FS, GREEN, GREY, ORANGE, PURPLE, _arrow, _box, _canvas
 
 __all__ = ["DIGIT", "draw_vit"]
 

@@ -1,4 +1,4 @@
-"""Chapter 12's pictures, in the style of :mod:`attnlib.diagrams`: what an induction head reads,
+"""Chapter 12's pictures, in the style of :mod:`attnlib.figures.diagrams`: what an induction head reads,
 and the masks of the three model families.
 
 Kept beside ``diagrams.py`` rather than in it: one module per picture family, sharing its
@@ -7,7 +7,7 @@ palette, canvas and boxes. Nothing here is measured: the pictures are the same o
 
 from __future__ import annotations
 
-from .diagrams import BLUE, FS, GREEN, GREY, ORANGE, VERMILION, _arrow, _box, _canvas
+from ._draw import BLUE, FS, GREEN, GREY, ORANGE, VERMILION, _arrow, _box, _canvas
 
 __all__ = ["draw_induction", "draw_model_families"]
 
