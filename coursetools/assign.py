@@ -54,7 +54,7 @@ from pathlib import Path
 
 import nbformat
 
-from attnlib.checks.forbidden import FAMILIES, FAMILY_NAMES, family_covers
+from attnlib.checks.rules import FAMILIES, FAMILY_NAMES, family_covers
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -340,7 +340,7 @@ def _named_entries(entries: Sequence[str], words: Sequence[str]) -> list[str]:
 def not_allowed_line(forbidden: Sequence[str]) -> str | None:
     """The line an exercise's text gets for its forbidden calls; None when there are none.
 
-    A family (``"~softmax"``, :data:`attnlib.checks.forbidden.FAMILY_NAMES`) is
+    A family (``"~softmax"``, :data:`attnlib.checks.rules.FAMILY_NAMES`) is
     named by its label with a few of the calls it catches; the families whose
     whole constant the list holds come first (``ex-04-2``, a log-sum-exp, leads
     with the log-sum-exp). Every other entry is named as the learner would write

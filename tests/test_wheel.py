@@ -73,7 +73,7 @@ def test_the_wheel_holds_attnlib_and_no_coursetools(wheel):
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"attnlib"}, f"the learner's wheel holds {sorted(tops)}, expected attnlib only"
     # the library's own modules are all there (the efficient package, the checks, the chapters' models)
-    for module in ("attnlib/__init__.py", "attnlib/efficient/tiled.py", "attnlib/checks/forbidden.py"):
+    for module in ("attnlib/__init__.py", "attnlib/efficient/tiled.py", "attnlib/checks/rules/audit.py"):
         assert module in names, f"{module} missing from the wheel"
 
 

@@ -6,7 +6,7 @@ import torch
 from attnlib import numpy as anp
 from attnlib.checks._cases import cases
 from attnlib.checks.core import Exercise, Misconception, register, reset_parameters
-from attnlib.checks.forbidden import SOFTMAX_IMPLEMENTATIONS
+from attnlib.checks.rules import SOFTMAX_IMPLEMENTATIONS
 from attnlib.modules import AdditiveAttention
 
 # --------------------------------------------------------------------------- ex-02-1: scores

@@ -8,7 +8,7 @@ from attnlib import numpy as anp
 from attnlib.checks._cases import cases, this_is_book, x_wq_wk
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.exercise import register_written
-from attnlib.checks.forbidden import (
+from attnlib.checks.rules import (
     ATTENTION_IMPLEMENTATIONS,
     SCALED_SCORE_IMPLEMENTATIONS,
     SOFTMAX_IMPLEMENTATIONS,

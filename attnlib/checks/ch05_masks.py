@@ -10,7 +10,7 @@ from attnlib.attention import scaled_dot_product_attention
 from attnlib.checks._cases import cases, inverted
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.exercise import register_written
-from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
+from attnlib.checks.rules import ATTENTION_IMPLEMENTATIONS
 from attnlib.masks import causal_mask, padding_mask
 
 # --------------------------------------------------------------------------- ex-05-1 padding mask

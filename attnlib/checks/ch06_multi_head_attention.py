@@ -9,7 +9,7 @@ import torch
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.checks._cases import cases
 from attnlib.checks.core import Exercise, Misconception, register
-from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
+from attnlib.checks.rules import ATTENTION_IMPLEMENTATIONS
 from attnlib.modules import merge_heads as _merge
 from attnlib.modules import split_heads as _split
 

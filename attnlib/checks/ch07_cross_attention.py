@@ -16,7 +16,7 @@ from attnlib.chapters.seq2seq import BOS, EOS, PAD
 from attnlib.checks._cases import cases, inverted
 from attnlib.checks.core import Exercise, Misconception, register
 from attnlib.checks.exercise import register_written
-from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
+from attnlib.checks.rules import ATTENTION_IMPLEMENTATIONS
 
 # --------------------------------------------------------------------------- ex-07-1 cross-attention forward
 

@@ -9,7 +9,7 @@ import torch
 
 from attnlib.checks._cases import cases
 from attnlib.checks.core import Exercise, Misconception, register
-from attnlib.checks.forbidden import ATTENTION_IMPLEMENTATIONS
+from attnlib.checks.rules import ATTENTION_IMPLEMENTATIONS
 from attnlib.efficient import online_softmax_update, tile_step, tiled_attention
 
 # --------------------------------------------------------------------------- ex-08-1 online softmax

@@ -94,7 +94,7 @@ class Exercise:
         optional replacement for :func:`compare_outputs`.
     forbidden
         calls that already implement what the exercise asks for
-        (dotted names, see :func:`attnlib.checks.forbidden.find_forbidden`);
+        (dotted names, see :func:`attnlib.checks.rules.find_forbidden`);
         an answer that uses one scores 0 for the exercise.
     """
 

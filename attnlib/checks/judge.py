@@ -368,11 +368,11 @@ def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, so
     """The forbidden calls (``Exercise.forbidden``) that an answer uses; ``[]`` when none.
 
     ``source`` (an answer cell's source, as the grader has it) is read with
-    :func:`attnlib.checks.forbidden.find_forbidden`; ``func`` with
-    :func:`attnlib.checks.forbidden.forbidden_in_function` (its source and
+    :func:`attnlib.checks.rules.find_forbidden`; ``func`` with
+    :func:`attnlib.checks.rules.forbidden_in_function` (its source and
     the learner's helpers it calls). Give either or both.
     """
-    from attnlib.checks.forbidden import find_forbidden, forbidden_in_function
+    from attnlib.checks.rules import find_forbidden, forbidden_in_function
 
     exercise = get_exercise(exercise_id)
     if not exercise.forbidden or (func is exercise.reference and source is None):
@@ -386,10 +386,10 @@ def forbidden_calls(exercise_id: str, func: Callable[..., Any] | None = None, so
 
 
 def allow_list(exercise: Exercise, func: Callable[..., Any]):
-    """The allow-list rule (:func:`attnlib.checks.forbidden.audit_function`) on ``func``, as the
+    """The allow-list rule (:func:`attnlib.checks.rules.audit_function`) on ``func``, as the
     grader applies it to the notebook: forbidden entries score 0, review reasons hold the mark."""
-    from attnlib.checks.allowed import policy
-    from attnlib.checks.forbidden import Audit, audit_function
+    from attnlib.checks.rules import Audit, audit_function
+    from attnlib.checks.rules.allowed import policy
 
     if func is exercise.reference or not callable(func):
         return Audit()
@@ -402,7 +402,7 @@ def review_lines(reasons: Sequence[str]) -> list[str]:
     lines += [f"    - {why}" for why in reasons[:8]]
     if len(reasons) > 8:
         lines.append(f"    - and {len(reasons) - 8} more")
-    from attnlib.checks.allowed import RULE_SENTENCE
+    from attnlib.checks.rules.allowed import RULE_SENTENCE
 
     lines.append(f"  The rule: {RULE_SENTENCE}")
     return lines

@@ -591,7 +591,7 @@ def _cpu_used() -> float:
 
 
 def _checks_without_the_core() -> None:
-    """Make ``attnlib.checks.forbidden`` importable without attnlib's core.
+    """Make ``attnlib.checks.rules`` importable without attnlib's core.
 
     The forbidden-call check reads syntax trees with the standard library alone, but
     importing it through its packages runs ``attnlib/__init__.py``, which imports torch:
@@ -626,7 +626,7 @@ def serve(memory_mb: int) -> None:
     os.dup2(2, 1)  # a stray print (nbformat, IPython) goes to standard error, not into the channel
     sys.stdout = sys.stderr
     _checks_without_the_core()
-    from attnlib.checks import forbidden  # noqa: F401 - the imports the requests need, before the limits
+    from attnlib.checks import rules  # noqa: F401 - the imports the requests need, before the limits
     from coursetools.grade import submission
 
     submission._ipython_transformer()

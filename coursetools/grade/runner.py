@@ -49,7 +49,7 @@ from coursetools.grade.verdict import finish, judge, one_at_a_time
 __all__ = ["ROOT", "JobSlot", "RunOutcome", "Settings", "base_env", "grade_submission", "judge"]
 
 
-# where torch's context decorators (@torch.no_grad(), attnlib.checks.allowed.DECORATORS) keep the
+# where torch's context decorators (@torch.no_grad(), attnlib.checks.rules.allowed.DECORATORS) keep the
 # wrapper that the evaluated name is then bound to
 CONTEXT_DECORATOR_FILE = "torch/utils/_contextlib.py"
 

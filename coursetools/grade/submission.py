@@ -481,11 +481,11 @@ def _allow_list(
     held: dict[str, list[str]],
     handed_out: Sequence[int] = (),
 ) -> set[str]:
-    """The allow-list rule (attnlib.checks.forbidden.audit_notebook) on exercise ``ex_id``: the
+    """The allow-list rule (attnlib.checks.rules.audit_notebook) on exercise ``ex_id``: the
     forbidden entries it found (the answer scores 0); its review reasons go to ``review`` and,
     per exercise, to ``held`` (the exercise's score waits for a person)."""
-    from attnlib.checks.allowed import policy
-    from attnlib.checks.forbidden import audit_notebook, notebook_names
+    from attnlib.checks.rules import audit_notebook, notebook_names
+    from attnlib.checks.rules.allowed import policy
 
     rule = policy(ex_id, assignment.functions.get(ex_id, ""), assignment.forbidden.get(ex_id, ()))
     if not rule.function:
@@ -553,12 +553,12 @@ def _handed_out_cells(path) -> frozenset[str]:
 
 def forbidden_at(cells: list, cell_index: int, names, review: list[str], ex_id: str) -> list[str]:
     """The entries of ``names`` that cell ``cell_index`` uses, with the aliases and helper functions of
-    the cells before it (attnlib.checks.forbidden.find_forbidden_in_cells): ``s = F.softmax`` in one
+    the cells before it (attnlib.checks.rules.find_forbidden_in_cells): ``s = F.softmax`` in one
     cell and ``s(x)`` in the answer count, a demonstration cell's own calls do not. A cell the
     check cannot read (too deep, too large) adds a reason to ``review``: never "nothing found"."""
     if not names:
         return []
-    from attnlib.checks.forbidden import find_forbidden_in_cells
+    from attnlib.checks.rules import find_forbidden_in_cells
 
     sources = [source for index, source in cells if index <= cell_index]
     try:
@@ -582,7 +582,7 @@ def _uses_in_notebook(cells: list, answer_index: int, names) -> list[str]:
 def _reaches_harness(source: str) -> tuple[str, ...]:
     """The entries of :data:`HARNESS_INTERNALS` a cell uses (cached: most cells are the handed-out ones).
     Raises RecursionError or MemoryError where the cell cannot be read."""
-    from attnlib.checks.forbidden import find_forbidden
+    from attnlib.checks.rules import find_forbidden
 
     return tuple(find_forbidden(source, HARNESS_INTERNALS))
 
@@ -590,16 +590,16 @@ def _reaches_harness(source: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def _dynamic(source: str) -> tuple[str, ...]:
     """What a cell uses that the forbidden-call check cannot see through (forbidden.find_dynamic)."""
-    from attnlib.checks.forbidden import find_dynamic
+    from attnlib.checks.rules import find_dynamic
 
     return tuple(find_dynamic(source))
 
 
 def _uses(source: str, names, review: list[str] | None = None, what: str = "") -> list[str]:
-    """The entries of ``names`` that ``source`` uses, by its syntax tree (attnlib.checks.forbidden)."""
+    """The entries of ``names`` that ``source`` uses, by its syntax tree (attnlib.checks.rules)."""
     if not names:
         return []
-    from attnlib.checks.forbidden import find_forbidden
+    from attnlib.checks.rules import find_forbidden
 
     try:
         return list(find_forbidden(source, names))

@@ -130,7 +130,7 @@ def finish(
     when a reason to review was found). ``results``: ``{(exercise, case): CaseEvent}``.
 
     ``held``: ``{exercise: reasons}``, the answers the allow-list rule sends to a person
-    (:func:`attnlib.checks.forbidden.audit_notebook`): their cases are judged and shown, but
+    (:func:`attnlib.checks.rules.audit_notebook`): their cases are judged and shown, but
     the exercise gets no score (and the record no total) until an instructor sets one; the
     reasons are in ``record.review``, so the record needs review."""
     held = held or {}

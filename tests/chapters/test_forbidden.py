@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlib.checks.forbidden import find_forbidden, find_forbidden_in_cells, forbidden_in_function
+from attnlib.checks.rules import find_forbidden, find_forbidden_in_cells, forbidden_in_function
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 OWN = "attnlib.scaled_dot_product_attention"
@@ -114,7 +114,7 @@ def test_a_notebook_is_read_for_the_answer_cells_names():
 # --------------------------------------------------------------------------- issue 24: fail closed
 
 from attnlib.checks import all_exercises, get_exercise  # noqa: E402
-from attnlib.checks.forbidden import (  # noqa: E402
+from attnlib.checks.rules import (  # noqa: E402
     ATTENTION_IMPLEMENTATIONS,
     LOGSUMEXP_IMPLEMENTATIONS,
     SOFTMAX_IMPLEMENTATIONS,

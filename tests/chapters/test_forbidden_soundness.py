@@ -1,7 +1,7 @@
 # ruff: noqa: E501 - the bank's payloads are notebook cells, one source line per string
 """The forbidden-call rule is sound by construction (issue 34, item 1): an attack bank by kind.
 
-The rule (attnlib/checks/allowed.py, attnlib.checks.forbidden.audit_notebook on the grader's
+The rule (attnlib/checks/rules/allowed.py, attnlib.checks.rules.audit_notebook on the grader's
 side, audit_function in check()) lets an answer reference only what its exercise's allow-list
 names. Each kind of evasion the unseen hostile class used is a family of payloads here,
 written afresh (not only the ones the issue quotes); every payload must come out forbidden
@@ -31,10 +31,12 @@ import numpy as np
 import pytest
 
 from attnlib.checks import get_exercise
-from attnlib.checks.allowed import EXTRA, policy
-from attnlib.checks.forbidden import Audit, _Forbid, _lookup, audit_function
 from attnlib.checks.judge import allow_list, forbidden_calls
-from attnlib.checks.public_paths import PUBLIC_PATHS, build
+from attnlib.checks.rules import Audit, audit_function
+from attnlib.checks.rules.allowed import EXTRA, policy
+from attnlib.checks.rules.audit import _Forbid
+from attnlib.checks.rules.finder import _lookup
+from attnlib.checks.rules.public_paths import PUBLIC_PATHS, build
 from coursetools.grade import batch, submission
 
 HERE = Path(__file__).resolve().parent
@@ -676,10 +678,10 @@ def test_every_solution_is_clean_in_the_grader(path):
 def test_the_public_path_table_is_current():
     """Every name of attnlib bound to one of its functions, classes or modules (walked again
     here, attnlib imported for real) is in the table with its home: regenerate with
-    ``python -m attnlib.checks.public_paths --write``."""
+    ``python -m attnlib.checks.rules.public_paths --write``."""
     table = build()
     changed = sorted(set(table.items()) ^ set(PUBLIC_PATHS.items()))
-    assert not changed, f"regenerate: python -m attnlib.checks.public_paths --write ({changed[:5]})"
+    assert not changed, f"regenerate: python -m attnlib.checks.rules.public_paths --write ({changed[:5]})"
 
 
 def test_every_public_path_of_a_forbidden_object_is_forbidden():

@@ -11,7 +11,7 @@ committed exercise notebooks back with its own parsing, not assign's code:
 * every family the line names ("softmax", "log-sum-exp", "attention") is in
   the check's list, and every family of the list is named;
 * every call the line shows in backticks is one the check flags
-  (:func:`attnlib.checks.forbidden.find_forbidden`): it never names an allowed call;
+  (:func:`attnlib.checks.rules.find_forbidden`): it never names an allowed call;
 * every other entry of the list is shown (under one of attnlib's spellings of it);
 * the line holds no line of the answer.
 """
@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from attnlib.checks.exercise import all_exercises
-from attnlib.checks.forbidden import FAMILY_NAMES, find_forbidden
+from attnlib.checks.rules import FAMILY_NAMES, find_forbidden
 from coursetools import assign
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -343,8 +343,8 @@ def _intro_before(nb, index: int) -> str:
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
 def test_every_exercise_text_states_the_capability_rule(path):
     """Each exercise's text tells the learner what the grader admits and what it holds
-    (attnlib.checks.allowed.RULE_SENTENCE), before any "Not allowed" line."""
-    from attnlib.checks.allowed import RULE_SENTENCE
+    (attnlib.checks.rules.allowed.RULE_SENTENCE), before any "Not allowed" line."""
+    from attnlib.checks.rules.allowed import RULE_SENTENCE
 
     nb = nbformat.read(path, as_version=4)
     for index, cell in enumerate(nb.cells):
@@ -363,8 +363,8 @@ def test_check_names_the_rule_and_the_reference_before_grading(capsys):
     import numpy as np
 
     from attnlib.checks import check
-    from attnlib.checks.allowed import RULE_SENTENCE
     from attnlib.checks.notebook import wrap_feedback
+    from attnlib.checks.rules.allowed import RULE_SENTENCE
 
     def stable_softmax(x):
         import sys  # noqa: F401 - the refused reference

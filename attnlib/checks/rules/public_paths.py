@@ -4,8 +4,8 @@ The forbidden-call rule judges a path by the object it names: ``attnlib.attentio
 (a module that imports it) and ``attnlib.causal_mask`` (the package's export) are the same
 function as ``attnlib.masks.causal_mask``. The grader's notebook reader does not import
 attnlib's core (torch), so the identities are read from this table, written from the real
-attnlib by ``python -m attnlib.checks.public_paths --write`` and tested to be current
-(``tests/chapters/test_forbidden_soundness.py`` walks attnlib's modules again and compares).
+attnlib by ``python -m attnlib.checks.rules.public_paths --write`` and tested to be current
+(``tests/checks/rules/test_forbidden_soundness.py`` walks attnlib's modules again and compares).
 
 ``PUBLIC_PATHS``: ``{public dotted path: home}``, where the home of a function or class is
 ``module.qualname`` and that of a module its name. Paths under ``attnlib.checks``

@@ -1,756 +1,43 @@
-"""Find calls to existing implementations in an answer, by its syntax tree.
+"""The allow-list audit: the capability reading of the forbidden-call rule (issues 34 and 43).
 
-An exercise that asks the learner to implement X lists the calls that already
-implement X (``Exercise.forbidden``). :func:`find_forbidden` reads the answer's
-source as a syntax tree (never with a regular expression) and resolves what
-each name refers to:
+An answer may use NumPy, torch, Python's pure standard modules and the learner's own code
+(:mod:`attnlib.checks.rules.allowed`). The audit refuses capabilities, not operations:
+reflection and mutation of modules or of the runtime send the answer to review, and the
+exercise's forbidden entries and families score 0 under any of their public paths
+(:mod:`attnlib.checks.rules.public_paths`). This module reads the notebook's cells, as the
+grader has them (:func:`audit_notebook`); :mod:`attnlib.checks.rules.runtime` reads a function
+object, as ``check()`` has it (:func:`~attnlib.checks.rules.runtime.audit_function`).
 
-* imports and their aliases: ``import torch.nn.functional as F``,
-  ``from attnlib import scaled_dot_product_attention as s``, ``from m import *``;
-* simple assignments of such names: ``f = torch.softmax``;
-* attribute chains: ``torch.nn.functional.softmax``;
-* ``getattr(obj, "name")``, ``vars(obj)["name"]`` and ``obj.__dict__["name"]``
-  with strings built from constants (``"soft" + "max"``, f-strings of
-  constants, ``"".join([...])``);
-* ``__import__("...")`` and ``importlib.import_module("...")`` with such
-  strings (``'attnlib.che' + 'cks'``).
+Why the name finder (:mod:`attnlib.checks.rules.finder`) still runs beside it: the finder names
+the forbidden calls the feedback shows; the audit is what makes the rule sound (what it cannot
+read is never marked by itself). The two agree on every bank (tests/checks/rules).
 
-A forbidden entry is a dotted name (``"torch.softmax"``); the name of a
-module forbids everything in it (``"attnlib.checks"``); an entry starting with
-a dot (``".softmax"``) forbids that attribute on any object, e.g. the tensor
-method ``x.softmax(-1)``; an entry ending in ``()`` (``"module()"``) forbids
-calling that name while still allowing its attributes (``module.w_query``).
-Names that are already imported are also compared by identity, so
-``attnlib.attention.scaled_dot_product_attention`` is caught when
-``attnlib.scaled_dot_product_attention`` is forbidden, and an attnlib module's
-entry (``"attnlib.efficient"``) catches its public objects under the names
-``attnlib`` re-exports them by (``attnlib.tiled_attention``).
-
-A notebook defines its imports in earlier cells, so a few conventional
-aliases are assumed when the source does not bind them itself: ``F`` is
-``torch.nn.functional``, ``nn`` is ``torch.nn``, ``np`` is ``numpy``, ``anp``
-is ``attnlib.numpy``.
+Standard library only: the grader's notebook reader imports it without attnlib's core (torch).
 """
 
 from __future__ import annotations
 
 import ast
-import inspect
-import numbers
-import sys
-import textwrap
-import types
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = [
-    "ATTENTION_IMPLEMENTATIONS",
-    "FAMILY_NAMES",
-    "LOGSUMEXP_IMPLEMENTATIONS",
-    "SCALED_SCORE_IMPLEMENTATIONS",
-    "SOFTMAX_IMPLEMENTATIONS",
-    "FamilyName",
-    "find_dynamic",
-    "find_forbidden",
-    "family_covers",
-    "find_forbidden_in_cells",
-    "forbidden_in_function",
-    "function_source",
-]
-
-# Calls that already implement what an exercise asks for, shared by the chapters' checks.
-SOFTMAX_IMPLEMENTATIONS = (
-    "attnlib.numpy.softmax",
-    "attnlib.functional.softmax",
-    "attnlib.softmax",
-    "attnlib.functional.masked_softmax",
-    "attnlib.masked_softmax",
-    "scipy.special.softmax",
-    "torch.softmax",
-    "torch.nn.functional.softmax",
-    "torch.special.softmax",
-    ".softmax",
-    "~softmax",
-    "~logsumexp",
+from attnlib.checks.rules.families import (
+    DEFAULT_ALIASES,
+    LIBRARY_ROOTS,
+    _family_words,
+    _holds_word,
+    _twins,
+    family_covers,
 )
-LOGSUMEXP_IMPLEMENTATIONS = (
-    "attnlib.numpy.logsumexp",
-    "attnlib.functional.logsumexp",
-    "attnlib.logsumexp",
-    "scipy.special.logsumexp",
-    "torch.logsumexp",
-    "torch.special.logsumexp",
-    ".logsumexp",
-    "~logsumexp",
-    "~softmax",  # logsumexp(x) = x[0] - log_softmax(x)[0]: a softmax computes it in one line
-)
-SCALED_SCORE_IMPLEMENTATIONS = (
-    "attnlib.numpy.scaled_dot_scores",
-    "attnlib.scores.scaled_dot_scores",
-    "attnlib.scaled_dot_scores",
-)
-ATTENTION_IMPLEMENTATIONS = (
-    "torch.nn.functional.scaled_dot_product_attention",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch.nn.MultiheadAttention",
-    "attnlib.scaled_dot_product_attention",
-    "attnlib.attention.scaled_dot_product_attention",
-    "attnlib.numpy.scaled_dot_product_attention",
-    "attnlib.modules.MultiHeadAttention",
-    "attnlib.MultiHeadAttention",
-    "attnlib.efficient.tiled_attention",
-    "attnlib.efficient.grouped_query_attention",
-    "~attention",
-)
-
-DEFAULT_ALIASES = {
-    "F": "torch.nn.functional",
-    "nn": "torch.nn",
-    "np": "numpy",
-    "anp": "attnlib.numpy",
-}
-
-_DYNAMIC = {"eval", "exec", "compile"}
-
-# Families (issue 24): an entry ``"~softmax"`` forbids every spelling of the family, not one
-# name: any name of a numerical library (a path rooted in :data:`LIBRARY_ROOTS`) with a part
-# that contains one of the family's words (``torch.special.log_softmax``, ``torch.nn.Softmin``,
-# ``scipy.special.softmax``, ``torch.special.logsumexp``), any method or attribute of that name
-# (``x.log_softmax(-1)``), and ``getattr`` with such a constant name.
-FAMILIES = {
-    "softmax": ("softmax", "softmin"),
-    # logaddexp (logaddexp2 too): np.logaddexp.reduce(x, axis=-1) is a row's log-sum-exp in one call
-    "logsumexp": ("logsumexp", "log_sum_exp", "reduce_logsumexp", "logaddexp"),
-    "attention": (
-        "scaled_dot_product",
-        "multihead",
-        "multi_head_attention",
-        "flash_attention",
-        "efficient_attention",
-        "tiled_attention",
-        "grouped_query_attention",
-        "flex_attention",
-        "transformerencoder",
-        "transformerdecoder",
-    ),
-}
-LIBRARY_ROOTS = frozenset(
-    "torch numpy scipy attnlib jax jaxlib tensorflow keras sklearn mlx einops functorch "
-    "cupy numba paddle theano xarray pandas".split()
-)
-
-
-class FamilyName(NamedTuple):
-    """How an exercise notebook names a family (:data:`FAMILIES`) to the learner.
-
-    ``label`` is the learner's word for it ("any library softmax"),
-    ``implementations`` the constant that lists the family's calls (the family
-    leads the notebook's line when an exercise forbids that whole constant),
-    ``examples`` calls the family's rule catches, spelled as a learner writes them,
-    the least expected first (a line that names several families shows two of each).
-    """
-
-    label: str
-    implementations: tuple[str, ...]
-    examples: tuple[str, ...]
-
-
-# The learner's words for each family: coursetools/assign.py writes, in every exercise that has
-# a forbidden list, one line naming what the answer may not call (a family by its label and a
-# few examples, other entries by name); tests/chapters/test_forbidden_stated.py reads it back.
-FAMILY_NAMES = {
-    "softmax": FamilyName(
-        "softmax",
-        SOFTMAX_IMPLEMENTATIONS,
-        ("torch.softmax", "x.softmax()", "scipy.special.softmax", "attnlib.softmax"),
-    ),
-    "logsumexp": FamilyName(
-        "log-sum-exp",
-        LOGSUMEXP_IMPLEMENTATIONS,
-        ("torch.logsumexp", "np.logaddexp", "scipy.special.logsumexp"),
-    ),
-    "attention": FamilyName(
-        "attention",
-        ATTENTION_IMPLEMENTATIONS,
-        (
-            "torch.nn.functional.scaled_dot_product_attention",
-            "torch.nn.MultiheadAttention",
-            "attnlib.scaled_dot_product_attention",
-        ),
-    ),
-}
-
-# What the check cannot resolve, and so never reads as "nothing found" (issue 24): names built
-# at run time, objects rebuilt from bytes, code made or run at run time, the interpreter's
-# objects and other processes. A cell that uses one of them before an exercise is evaluated
-# is flagged for review (:func:`find_dynamic`).
-DYNAMIC_LOOKUPS = (
-    "exec",
-    "eval",
-    "compile",
-    "__import__",
-    "breakpoint",
-    "vars()",
-    "globals()",
-    "locals()",
-    "importlib",
-    "builtins",
-    "pickle",
-    "_pickle",
-    "marshal",
-    "dill",
-    "cloudpickle",
-    "copyreg",
-    "shelve",
-    "joblib",
-    "ctypes",
-    "cffi",
-    "gc",
-    "types.FunctionType",
-    "types.CodeType",
-    "types.LambdaType",
-    "types.MethodType",
-    "types.ModuleType",
-    "sys.modules",
-    "sys._getframe",
-    "runpy",
-    "code.interact",
-    "code.InteractiveInterpreter",
-    "code.InteractiveConsole",
-    "codeop",
-    "subprocess",
-    "multiprocessing",
-    "os.system",
-    "os.popen",
-    "os.execv",
-    "os.execve",
-    "os.execvp",
-    "os.execl",
-    "os.execlp",
-    "os.spawnv",
-    "os.posix_spawn",
-    "os.fork",
-    "pty",
-    "operator.attrgetter",
-    "operator.methodcaller",
-    "inspect.getattr_static",
-    "object.__getattribute__",
-    ".__dict__",
-    ".__globals__",
-    ".__code__",
-    ".__builtins__",
-    ".__subclasses__",
-    ".__getattribute__",
-    ".__closure__",
-    ".__reduce__",
-    ".__reduce_ex__",
-    ".__setstate__",
-    ".__loader__",
-    ".__spec__",
-)
-
-
-def _family_words(entries) -> dict[str, tuple[str, ...]]:
-    return {e[1:]: FAMILIES[e[1:]] for e in entries if e.startswith("~") and e[1:] in FAMILIES}
-
-
-def _holds_word(name: str, words: Iterable[str]) -> bool:
-    low = name.lower()
-    return any(word in low for word in words)
-
-
-def family_covers(entry: str, words: Iterable[str]) -> bool:
-    """True when a family of ``words`` covers the dotted ``entry`` the way the check reads code: a
-    method name (``.softmax``; any attribute that holds a word is flagged) or a library path (its
-    root in :data:`LIBRARY_ROOTS`) with a part after the root that holds a word
-    (``attnlib.functional.masked_softmax``)."""
-    words = tuple(words)
-    if entry.startswith("."):
-        return _holds_word(entry[1:], words)
-    parts = entry.split(".")
-    return parts[0] in LIBRARY_ROOTS and any(_holds_word(part, words) for part in parts[1:])
-
-
-def _twins(path: str) -> list[str]:
-    """attnlib's other spellings of one of its functions: its NumPy twin, its top-level export."""
-    parts = path.split(".")
-    if parts[0] != "attnlib" or len(parts) < 2 or parts[1] in ("checks", "numpy"):
-        return []
-    name = parts[-1]
-    return [f"attnlib.numpy.{name}", f"attnlib.{name}", f"attnlib.functional.{name}"]
-
-
-def _fold(node: ast.AST) -> str | None:
-    """The value of a string built only from constants, or None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _fold(node.left), _fold(node.right)
-        return None if left is None or right is None else left + right
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.FormattedValue):
-                inner = _fold(value.value)
-                if inner is None:
-                    return None
-                parts.append(inner)
-            else:
-                folded = _fold(value)
-                if folded is None:
-                    return None
-                parts.append(folded)
-        return "".join(parts)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "join"
-        and len(node.args) == 1
-        and isinstance(node.args[0], ast.List | ast.Tuple)
-    ):
-        sep = _fold(node.func.value)
-        items = [_fold(e) for e in node.args[0].elts]
-        if sep is None or any(i is None for i in items):
-            return None
-        return sep.join(items)  # type: ignore[arg-type]
-    return None
-
-
-def _lookup(path: str):
-    """The object a dotted path names, among modules already imported (nothing is imported here)."""
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        module = sys.modules.get(".".join(parts[:cut]))
-        if module is None:
-            continue
-        obj = module
-        for part in parts[cut:]:
-            if not isinstance(obj, types.ModuleType | type):
-                return None
-            try:
-                obj = inspect.getattr_static(obj, part)
-            except AttributeError:
-                return None
-        return obj
-    return None
-
-
-class _Finder(ast.NodeVisitor):
-    def __init__(self, forbidden: Iterable[str]):
-        entries = [f.strip() for f in forbidden if f and f.strip()]
-        self.families = _family_words(entries)
-        self.family_words = tuple(word for words in self.families.values() for word in words)
-        entries = [f for f in entries if not f.startswith("~")]
-        entries += [t for f in entries for t in _twins(f) if t not in entries]
-        self.calls = {f[:-2] for f in entries if f.endswith("()")}
-        self.paths = [f for f in entries if not f.startswith(".") and not f.endswith("()")]
-        self.attributes = {f[1:] for f in entries if f.startswith(".")}
-        self.objects = {}
-        for path in self.paths:
-            obj = _lookup(path)
-            if obj is not None and not isinstance(obj, int | float | str | bool):
-                self.objects[id(obj)] = (obj, path)
-            if isinstance(obj, types.ModuleType) and path.split(".")[0] == "attnlib":
-                # attnlib re-exports its modules' functions at the top (attnlib.tiled_attention
-                # is attnlib.efficient.tiled_attention): a forbidden attnlib module forbids its
-                # public objects under any name. Only attnlib's: torch.autograd's __all__ holds
-                # torch.no_grad, which forbidding torch.autograd must not forbid.
-                for name in getattr(obj, "__all__", ()):
-                    member = getattr(obj, name, None)
-                    if member is not None and id(member) not in self.objects:
-                        self.objects[id(member)] = (member, path)
-        self.aliases: dict[str, str] = {}
-        self.star_modules: list[str] = []
-        self.found: set[str] = set()
-
-    # ------------------------------------------------------------------ resolution
-
-    def _family(self, name: str) -> bool:
-        """True when ``name`` (one part of a path, or an attribute) spells a forbidden family."""
-        return _holds_word(name, self.family_words)
-
-    def _star_family(self, module: str, name: str) -> bool:
-        """True when ``name``, after ``from module import *``, is a forbidden family's member of a
-        library (``from numpy import *`` then ``logaddexp``): a name the module has, or any such
-        name when the module is not imported here to ask (failing closed)."""
-        if not (self.families and module.split(".")[0] in LIBRARY_ROOTS and self._family(name)):
-            return False
-        return module not in sys.modules or _lookup(f"{module}.{name}") is not None
-
-    def _match(self, path: str | None) -> None:
-        if not path:
-            return
-        if self.families and family_covers(path, self.family_words):
-            self.found.add(path)
-            return
-        for f in self.paths:
-            if path == f or path.startswith(f + "."):
-                self.found.add(f)
-                return
-        obj = _lookup(path)
-        if obj is not None and id(obj) in self.objects and self.objects[id(obj)][0] is obj:
-            self.found.add(self.objects[id(obj)][1])
-
-    def _resolve(self, node: ast.AST) -> str | None:
-        """The dotted path an expression names, if it can be read from the source."""
-        if isinstance(node, ast.Name):
-            if node.id in self.aliases:
-                return self.aliases[node.id]
-            for module in self.star_modules:
-                candidate = f"{module}.{node.id}"
-                if any(candidate == f or candidate.startswith(f + ".") for f in self.paths):
-                    return candidate
-                if self._star_family(module, node.id):
-                    return candidate
-            return DEFAULT_ALIASES.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = self._resolve(node.value)
-            return f"{base}.{node.attr}" if base else None
-        if isinstance(node, ast.Call):
-            func = self._resolve(node.func)
-            if func in ("getattr", "builtins.getattr") and len(node.args) >= 2:
-                base, name = self._resolve(node.args[0]), _fold(node.args[1])
-                return f"{base}.{name}" if base and name else None
-            if func in ("__import__", "builtins.__import__", "importlib.import_module") and node.args:
-                return _fold(node.args[0])
-            if func in ("vars", "builtins.vars") and len(node.args) == 1:
-                return self._resolve(node.args[0])
-            return None
-        if isinstance(node, ast.Subscript):
-            key = _fold(node.slice)
-            if key is None:
-                return None
-            value = node.value
-            if isinstance(value, ast.Attribute) and value.attr == "__dict__":
-                base = self._resolve(value.value)
-            elif isinstance(value, ast.Call) and self._resolve(value.func) in ("vars", "builtins.vars"):
-                base = self._resolve(value.args[0]) if value.args else None
-            else:
-                return None
-            return f"{base}.{key}" if base else None
-        return None
-
-    # ------------------------------------------------------------------ bindings
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self._match(alias.name)
-            if alias.asname:
-                self.aliases[alias.asname] = alias.name
-            else:
-                top = alias.name.split(".")[0]
-                self.aliases[top] = top
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module:
-            return
-        for alias in node.names:
-            if alias.name == "*":
-                self.star_modules.append(node.module)
-                continue
-            path = f"{node.module}.{alias.name}"
-            self._match(path)
-            self.aliases[alias.asname or alias.name] = path
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.generic_visit(node)
-        path = self._resolve(node.value)
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                if path and isinstance(node.value, ast.Name | ast.Attribute | ast.Call | ast.Subscript):
-                    self.aliases[target.id] = path
-                else:
-                    self.aliases.pop(target.id, None)
-
-    # ------------------------------------------------------------------ uses
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in self.attributes or (self.families and self._family(node.attr)):
-            self.found.add("." + node.attr)
-        self._match(self._resolve(node))
-        self.generic_visit(node)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._match(self._resolve(node))
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = self._resolve(node.func)
-        if func in _DYNAMIC and node.args:
-            code = _fold(node.args[0])
-            if code is None:
-                self.found.add(f"{func}() of a computed string")
-            else:
-                try:
-                    inner = _Finder(
-                        self.paths + ["." + a for a in self.attributes] + [c + "()" for c in self.calls]
-                    )
-                    inner.aliases = dict(self.aliases)
-                    inner.visit(ast.parse(code))
-                    self.found |= inner.found
-                except SyntaxError:
-                    pass
-        if func is not None and func in self.calls:
-            self.found.add(func + "()")
-        if func in ("getattr", "builtins.getattr") and len(node.args) >= 2:
-            name = _fold(node.args[1])
-            if name is not None and (name in self.attributes or (self.families and self._family(name))):
-                self.found.add("." + name)
-        # IPython's magics, as its transformer writes them: the code is a string argument
-        magic = node.func.attr if isinstance(node.func, ast.Attribute) else None
-        if magic in ("run_cell_magic", "run_line_magic") and len(node.args) >= 2:
-            code = _fold(node.args[-1])
-            if code is None:
-                self.found.add(f"{magic}() of a computed string")
-            else:
-                self._visit_code(code, magic == "run_line_magic")
-        self._match(self._resolve(node))
-        self.generic_visit(node)
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        self._match(self._resolve(node))
-        self.generic_visit(node)
-
-    def _visit_code(self, code: str, line: bool) -> None:
-        """Read the code inside a magic with this finder's names. A line magic's options come
-        first (``-n 3 -o f(x)``): every tail of its words that parses is read."""
-        words = code.split() if line else []
-        candidates = [code] + [" ".join(words[i:]) for i in range(1, len(words))]
-        for text in candidates[:64]:
-            try:
-                tree = ast.parse(textwrap.dedent(text))
-            except (SyntaxError, ValueError):
-                continue
-            self.visit(tree)
-
-
-class _Dynamic(_Finder):
-    """What :func:`find_dynamic` flags: :data:`DYNAMIC_LOOKUPS`, and ``getattr`` with a computed name."""
-
-    def __init__(self):
-        super().__init__(DYNAMIC_LOOKUPS)
-
-    def _match(self, path: str | None) -> None:
-        # every part of a path, so that "sys.modules" is found in sys.modules["x"].y
-        if path:
-            parts = path.split(".")
-            for cut in range(1, len(parts) + 1):
-                super()._match(".".join(parts[:cut]))
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = self._resolve(node.func)
-        if func in ("getattr", "builtins.getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
-            if _fold(node.args[1]) is None:
-                self.found.add(f"{func}() with a computed name")
-        super().visit_Call(node)
-
-
-def find_forbidden(source: str, forbidden: Iterable[str]) -> list[str]:
-    """The entries of ``forbidden`` that ``source`` uses, sorted; ``[]`` when none (or nothing forbidden).
-
-    Parameters
-    ----------
-    source : str
-        Python source: an answer cell, or a function's source.
-    forbidden : iterable of str
-        Dotted names (``"torch.nn.functional.scaled_dot_product_attention"``),
-        module names (``"attnlib.checks"``) or attribute names starting with a
-        dot (``".softmax"``).
-
-    Returns
-    -------
-    list of str
-        The forbidden entries found (an ``eval``/``exec`` of a string that
-        cannot be read is reported as ``"eval() of a computed string"``).
-        Source that does not parse is read after dedenting; if it still does
-        not parse, nothing can be found and ``[]`` is returned (the answer
-        then fails on its own syntax error).
-
-    Raises
-    ------
-    RecursionError, MemoryError
-        When the source is too deep or too large to read: a caller must treat
-        that as "needs review", never as "nothing found" (issue 24).
-    """
-    entries = list(forbidden)
-    if not entries:
-        return []
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except (SyntaxError, ValueError):
-        return []
-    finder = _Finder(entries)
-    finder.visit(tree)
-    return sorted(finder.found)
-
-
-def _parse(source: str) -> ast.Module | None:
-    """The syntax tree of ``source``; None when it does not parse (it then fails when run).
-    A source too deep to parse raises RecursionError or MemoryError: see :func:`find_forbidden`."""
-    try:
-        return ast.parse(textwrap.dedent(source))
-    except (SyntaxError, ValueError):
-        return None
-
-
-def find_dynamic(source: str) -> list[str]:
-    """What ``source`` uses that the forbidden-call check cannot see through, sorted.
-
-    Dynamic lookups (:data:`DYNAMIC_LOOKUPS`: ``getattr`` or ``__import__`` with a
-    computed name, ``vars()``, ``__dict__``, ``sys.modules``, ``importlib``,
-    ``pickle``, ``marshal``, ``types.FunctionType``, ``ctypes``, ``gc``,
-    ``exec``/``eval``/``compile``, other processes). A cell that uses one of them
-    may call a forbidden function under a name no reading can find: it is
-    flagged for review. Raises RecursionError or MemoryError like
-    :func:`find_forbidden`.
-    """
-    tree = _parse(source)
-    if tree is None:
-        return []
-    finder = _Dynamic()
-    finder.visit(tree)
-    return sorted(finder.found)
-
-
-def find_forbidden_in_cells(sources: list[str], answer: int, forbidden: Iterable[str]) -> list[str]:
-    """The forbidden entries that the answer cell ``sources[answer]`` uses, reading the whole notebook.
-
-    Other cells are read for what the answer cell's names mean, not for their
-    own calls (a demonstration cell may use attnlib): imports and aliases made
-    in any cell up to the answer cell (``from attnlib import
-    scaled_dot_product_attention as s`` in one cell, ``s(q, k, v)`` in the
-    answer), and functions defined in other cells that the answer calls, read
-    in turn (a helper cell that calls ``F.softmax``).
-    """
-    entries = list(forbidden)
-    if not entries or not 0 <= answer < len(sources):
-        return []
-    context = _Finder(entries)
-    helpers: dict[str, ast.AST] = {}
-    for index, source in enumerate(sources[: answer + 1]):
-        tree = _parse(source)
-        if tree is None:
-            continue
-        if index < answer:
-            context.visit(tree)
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                helpers[node.name] = node
-    tree = _parse(sources[answer])
-    if tree is None:
-        return []
-    finder = _Finder(entries)
-    finder.aliases = dict(context.aliases)
-    finder.star_modules = list(context.star_modules)
-    finder.visit(tree)
-    own = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
-    todo = [tree]
-    seen: set[str] = set(own)
-    while todo:
-        node = todo.pop()
-        for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
-            if name in helpers and name not in seen:
-                seen.add(name)
-                finder.visit(helpers[name])
-                todo.append(helpers[name])
-    return sorted(finder.found)
-
-
-def function_source(func: Callable, _seen: set | None = None) -> str:
-    """The source of ``func`` and of the functions defined by the learner that it calls, joined.
-
-    Functions are followed through the global names their code uses (helpers
-    defined in the same notebook or module). Library functions (under
-    ``site-packages`` or in attnlib itself) are not followed.
-    """
-    seen = _seen if _seen is not None else set()
-    func = inspect.unwrap(func) if callable(func) else func
-    if id(func) in seen:
-        return ""
-    seen.add(id(func))
-    code = getattr(func, "__code__", None)
-    if code is None:
-        return ""
-    try:
-        source = textwrap.dedent(inspect.getsource(func))
-    except (OSError, TypeError):
-        source = ""
-    try:
-        ast.parse(source)
-    except SyntaxError:  # a lambda inside a larger expression: keep the lambda only
-        source = _lambda_source(source)
-    parts = [source]
-    module = getattr(func, "__module__", "") or ""
-    names = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names |= set(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    globs = getattr(func, "__globals__", {})
-    for name in sorted(names):
-        value = globs.get(name)
-        if isinstance(value, types.FunctionType) and _is_learner_code(value, module):
-            parts.append(function_source(value, seen))
-    return "\n\n".join(p for p in parts if p)
-
-
-def _lambda_source(source: str) -> str:
-    start = source.find("lambda")
-    while start != -1:
-        text = source[start:]
-        for end in range(len(text), 0, -1):
-            try:
-                ast.parse(text[:end], mode="eval")
-            except SyntaxError:
-                continue
-            return "_ = " + text[:end]
-        start = source.find("lambda", start + 1)
-    return ""
-
-
-def _is_learner_code(func: types.FunctionType, module: str) -> bool:
-    filename = func.__code__.co_filename
-    if "site-packages" in filename or "dist-packages" in filename:
-        return False
-    own = (func.__module__ or "") == module
-    return own and not (func.__module__ or "").startswith(("attnlib.", "torch", "numpy"))
-
-
-def forbidden_in_function(func: Callable, forbidden: Iterable[str]) -> list[str]:
-    """The forbidden entries that ``func`` (and the learner's helpers it calls) use.
-
-    Reads the source (:func:`function_source`) with :func:`find_forbidden`,
-    and also compares the objects that the function's global names are bound
-    to with the forbidden objects, which finds them when no source can be read.
-    """
-    entries = list(forbidden)
-    if not entries:
-        return []
-    found = set(find_forbidden(function_source(func), entries))
-    finder = _Finder(entries)
-    code = getattr(func, "__code__", None)
-    globs = getattr(func, "__globals__", {})
-    if code is not None:
-        stack, names = [code], set()
-        while stack:
-            c = stack.pop()
-            names |= set(c.co_names)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        for name in names:
-            value = globs.get(name)
-            if value is not None and id(value) in finder.objects and finder.objects[id(value)][0] is value:
-                found.add(finder.objects[id(value)][1])
-    return sorted(found)
-
+from attnlib.checks.rules.finder import _fold, _parse
 
 # ============================================================================ the capability rule
 #
 # Issue 43: the allow-list of issue 34 was sound but unfair (an honest np.subtract, a
 # @dataclass, itertools.product went to review). The rule below refuses capabilities instead
-# of naming operations (attnlib.checks.allowed): reflection and mutation of modules or the
+# of naming operations (attnlib.checks.rules.allowed): reflection and mutation of modules or the
 # runtime go to review, the exercise's forbidden entries and families score 0 under any of
-# their public paths (attnlib.checks.public_paths), and the rest of NumPy, torch, Python's
+# their public paths (attnlib.checks.rules.public_paths), and the rest of NumPy, torch, Python's
 # pure modules and the learner's own code is admitted. Each reference is judged where it is
 # written, so an alias made by any form (walrus, dict item, class attribute, lambda, tuple
 # unpacking, a for target) is judged at the expression it aliases; a global name is judged by
@@ -774,8 +61,8 @@ class _Forbid:
     """An exercise's forbidden entries, asked of a dotted path, a value's attribute or a local call."""
 
     def __init__(self, entries: Iterable[str]):
-        from attnlib.checks.allowed import NEIGHBOURS
-        from attnlib.checks.public_paths import PUBLIC_PATHS
+        from attnlib.checks.rules.allowed import NEIGHBOURS
+        from attnlib.checks.rules.public_paths import PUBLIC_PATHS
 
         entries = [e.strip() for e in entries if e and e.strip()]
         families = _family_words(entries)
@@ -1114,7 +401,7 @@ _NAME_CALLS = frozenset({"getattr", "hasattr"})
 
 
 class _Auditor:
-    """Reads code under one exercise's :class:`~attnlib.checks.allowed.Policy`."""
+    """Reads code under one exercise's :class:`~attnlib.checks.rules.allowed.Policy`."""
 
     def __init__(self, policy):
         self.policy = policy
@@ -1139,7 +426,7 @@ class _Auditor:
         return Audit(tuple(sorted(self.forbidden)), tuple(self.review))
 
     def check_path(self, path: str, where: str, value: bool = False) -> None:
-        from attnlib.checks.allowed import admitted_path, refused_path
+        from attnlib.checks.rules.allowed import admitted_path, refused_path
 
         hit = self.forbid.path(path)
         if hit:
@@ -1160,7 +447,7 @@ class _Auditor:
             self.flag(f"{where}: uses the module {path} as a value (only its attributes may be used)")
 
     def check_attribute(self, name: str, where: str) -> None:
-        from attnlib.checks.allowed import refused_attribute
+        from attnlib.checks.rules.allowed import refused_attribute
 
         hit = self.forbid.attribute(name)
         if hit:
@@ -1171,7 +458,7 @@ class _Auditor:
             self.flag(f"{where}: uses the attribute .{name} ({why})")
 
     def check_builtin(self, name: str, where: str) -> None:
-        from attnlib.checks.allowed import ADMITTED_BUILTINS, REFUSED_BUILTINS
+        from attnlib.checks.rules.allowed import ADMITTED_BUILTINS, REFUSED_BUILTINS
 
         if name in ADMITTED_BUILTINS:
             return
@@ -1330,7 +617,7 @@ class _Auditor:
         self.stmts(node.body, [*scopes, scope], names, where)
 
     def class_def(self, node: ast.ClassDef, scopes: list[_Scope], names, where: str) -> None:
-        from attnlib.checks.allowed import REFUSED_DEFINITIONS
+        from attnlib.checks.rules.allowed import REFUSED_DEFINITIONS
 
         if id(node) in self._done:
             return
@@ -1699,7 +986,7 @@ def _reachable(binding: _Binding) -> bool:
     if binding.kind in ("def", "class", "alias"):
         return True
     if binding.kind in ("path", "module"):
-        from attnlib.checks.allowed import PURE_MODULES
+        from attnlib.checks.rules.allowed import PURE_MODULES
 
         root = binding.path.split(".")[0]
         return root in LIBRARY_ROOTS | {"math", "builtins"} | {m.split(".")[0] for m in PURE_MODULES}
@@ -1753,7 +1040,7 @@ def audit_notebook(
     """The capability rule on a notebook's cells, as the grader reads them (no import of the
     learner's code). ``cells``: ``[(notebook index, source)]`` in the order they run (the cells
     the grader runs for this exercise); ``answers``: the indices of the exercise's answer cells;
-    ``policy``: its :func:`attnlib.checks.allowed.policy`; ``handed_out``: cells that are the
+    ``policy``: its :func:`attnlib.checks.rules.allowed.policy`; ``handed_out``: cells that are the
     handed-out notebook's own code, unchanged (trusted: only forbidden entries are looked for
     in what the answer takes from them).
 
@@ -1816,270 +1103,5 @@ def audit_notebook(
     except (RecursionError, MemoryError) as exc:
         auditor.flag(f"the answer could not be read by the forbidden-call check ({type(exc).__name__})")
     except Exception as exc:  # noqa: BLE001 - a construct the reading does not know: review, never marks
-        auditor.flag(f"the forbidden-call check could not read the answer ({type(exc).__name__})")
-    return auditor.result()
-
-
-# ---------------------------------------------------------------------------- check()'s side
-
-
-class _RuntimeNames:
-    """The bindings of a function's global (and closure) names, from their values (the learner's
-    side: ``check()`` has the function, not the notebook)."""
-
-    def __init__(self, func: types.FunctionType, policy, index: dict[int, str]):
-        self.globals = getattr(func, "__globals__", {})
-        self.closure: dict[str, Any] = {}
-        code = func.__code__
-        for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=False):
-            try:
-                self.closure[name] = cell.cell_contents
-            except ValueError:
-                self.closure[name] = None
-        self.policy = policy
-        self.index = index
-        self.where = getattr(func, "__qualname__", "the function")
-
-    def bindings(self, name: str) -> list[_Binding] | None:
-        if name in self.closure:
-            value = self.closure[name]
-        elif name in self.globals:
-            value = self.globals[name]
-        else:
-            return None
-        return [_value_binding(value, self.where, self.policy, self.index, globs=self.globals)]
-
-
-def _module_names(module: str, policy, index) -> _RuntimeNames:
-    names = _RuntimeNames.__new__(_RuntimeNames)
-    names.globals = vars(sys.modules.get(module, types.ModuleType("?")))
-    names.closure, names.policy, names.index, names.where = {}, policy, index, module
-    return names
-
-
-_LIBRARY_MODULES = LIBRARY_ROOTS | {"math", "builtins", "functools", "operator", "collections", "itertools"}
-
-
-def _library_object(value: Any) -> bool:
-    module = getattr(value, "__module__", "") or ""
-    if not isinstance(module, str):
-        return False
-    if module.split(".")[0] in _LIBRARY_MODULES:
-        return True
-    filename = getattr(getattr(value, "__code__", None), "co_filename", "") or ""
-    return "site-packages" in filename or "dist-packages" in filename
-
-
-def _is_cell_code(func: types.FunctionType) -> bool:
-    name = func.__code__.co_filename
-    return not name.startswith(("<string>", sys.prefix, sys.base_prefix)) and "site-packages" not in name
-
-
-def _value_binding(
-    value: Any, where: str, policy, index: dict[int, str], depth: int = 0, globs: dict | None = None
-) -> _Binding:
-    if isinstance(value, types.ModuleType):
-        return _Binding("module", where, path=value.__name__)
-    if id(value) in index:
-        return _Binding("path", where, path=index[id(value)])
-    if isinstance(value, (*_CONST_TYPES, numbers.Number)) or _is_data(value):
-        return _Binding("const", where)
-    if isinstance(value, tuple | list | set | frozenset | dict) and depth < 4:
-        items = list(value.items()) if isinstance(value, dict) else list(value)
-        if len(items) > 1000:
-            return _Binding("unreadable", where, why=f"a {type(value).__name__} too large to read")
-        flat = [x for item in items for x in (item if isinstance(value, dict) else (item,))]
-        inner = [_value_binding(v, where, policy, index, depth + 1, globs) for v in flat]
-        return _Binding("values", where, node=inner)
-    if type(value).__name__ == "_lru_cache_wrapper" and isinstance(
-        getattr(value, "__wrapped__", None), types.FunctionType
-    ):
-        value = value.__wrapped__
-    if isinstance(value, types.FunctionType | type):
-        if _library_object(value):
-            module = getattr(value, "__module__", "") or ""
-            return _Binding("path", where, path=f"{module}.{getattr(value, '__qualname__', '?')}")
-        node = _definition(value)
-        if (
-            node is None
-            and isinstance(value, type)
-            and issubclass(value, tuple)
-            and hasattr(value, "_fields")
-        ):
-            return _Binding("const", where)  # a namedtuple's class: made by collections, no code of its own
-        if node is None:
-            return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (no source to read)")
-        if isinstance(value, type):
-            names = _module_names(value.__module__, policy, index)
-            methods = [getattr(m, "__func__", m) for m in vars(value).values()]
-            own = [m.__globals__ for m in methods if isinstance(m, types.FunctionType) and _is_cell_code(m)]
-            if own or globs is not None:
-                names.globals = own[0] if own else globs
-            return _Binding("class", where, node=node, names=names)
-        inner = _unwrap(value)
-        if inner is None:
-            return _Binding("unreadable", where, why=f"{getattr(value, '__name__', '?')} (a wrapper)")
-        return _Binding("def", where, node=node, names=_RuntimeNames(inner, policy, index))
-    if type(value).__name__ == "partial" and depth < 4:
-        parts = [value.func, *value.args, *value.keywords.values()]
-        return _Binding(
-            "values", where, node=[_value_binding(v, where, policy, index, depth + 1, globs) for v in parts]
-        )
-    cls = type(value)
-    if _library_object(cls):
-        return _Binding("const", where)  # an instance of a library class: its attributes are judged
-    fields = getattr(value, "__dict__", None)
-    if isinstance(fields, dict) and depth < 4:
-        inner = [_value_binding(cls, where, policy, index, depth + 1, globs)]
-        inner += [_value_binding(v, where, policy, index, depth + 1, globs) for v in fields.values()]
-        return _Binding("values", where, node=inner)
-    return _Binding("unreadable", where, why=f"a {type(value).__name__} object")
-
-
-def _is_data(value: Any) -> bool:
-    """An array, a tensor, a dtype or a device: data, whatever it holds."""
-    module = type(value).__module__ or ""
-    return (
-        module.split(".")[0] in ("numpy", "torch")
-        and type(value).__name__
-        in (
-            "ndarray",
-            "Tensor",
-            "Parameter",
-            "dtype",
-            "device",
-            "finfo",
-            "iinfo",
-            "Size",
-            "Generator",
-        )
-        or isinstance(value, numbers.Number)
-    )
-
-
-def _unwrap(func: types.FunctionType) -> types.FunctionType | None:
-    """The function a decorator wrapped (``__wrapped__``, as functools.wraps sets it), or ``func``.
-    The decorator itself is judged from the source (:meth:`_Auditor.function`)."""
-    if not hasattr(func, "__wrapped__"):
-        return func
-    # only torch's context decorators (@torch.no_grad()): any other __wrapped__ may point anywhere
-    if not func.__code__.co_filename.replace("\\", "/").endswith("torch/utils/_contextlib.py"):
-        return None
-    try:
-        inner = inspect.unwrap(func)
-    except ValueError:
-        return None
-    return inner if isinstance(inner, types.FunctionType) else None
-
-
-def _class_source(cls: type) -> ast.AST | None:
-    """A learner's class from the cells Python keeps (a class defined in a notebook has no file):
-    the last ``class Name`` among the files of its methods, or else among every cell cached."""
-    import linecache
-
-    files = []
-    for member in vars(cls).values():
-        code = getattr(getattr(member, "__func__", member), "__code__", None)
-        name = code.co_filename if code is not None else "<string>"
-        library = name.startswith((sys.prefix, sys.base_prefix)) or "site-packages" in name
-        if not name.startswith("<string>") and not library:
-            files.append(name)
-    files = list(dict.fromkeys(files)) or [
-        f for f in list(linecache.cache) if f.startswith("<") or "ipykernel" in f
-    ]
-    found = None
-    for filename in files:
-        lines = linecache.getlines(filename)
-        tree = _parse("".join(lines)) if lines else None
-        if tree is None:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                found = node
-    return found
-
-
-def _definition(obj: Any) -> ast.AST | None:
-    """The syntax tree of a learner's function (its ``def`` or ``lambda``) or class, from its source."""
-    try:
-        source = textwrap.dedent(inspect.getsource(obj))
-    except (OSError, TypeError):
-        return _class_source(obj) if isinstance(obj, type) else None
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        tree = _parse(_lambda_source(source))
-        if tree is None:
-            return None
-    for node in ast.walk(tree):
-        if isinstance(obj, type) and not isinstance(node, ast.ClassDef):
-            continue
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            return node
-        if isinstance(node, ast.Lambda):
-            return node
-    return None
-
-
-_PUBLIC_INDEX: dict[int, str] = {}
-_INDEXED = (
-    "numpy numpy.linalg numpy.random numpy.fft torch torch.nn torch.nn.functional torch.nn.init "
-    "torch.linalg torch.fft torch.special torch.optim torch.distributions math cmath itertools "
-    "functools operator collections dataclasses typing heapq bisect statistics copy random".split()
-)
-
-
-def _public_index() -> dict[int, str]:
-    """``{id(object): path}`` of the public names of the admitted modules imported here (check()'s
-    side resolves a global's value to the path the grader would read, ``exp`` -> ``numpy.exp``)."""
-    if not _PUBLIC_INDEX:
-        for module_name in _INDEXED:
-            module = sys.modules.get(module_name)
-            if module is None:
-                continue
-            for name, member in list(vars(module).items()):
-                if name.startswith("_") or isinstance(member, _CONST_TYPES):
-                    continue
-                _PUBLIC_INDEX.setdefault(id(member), f"{module_name}.{name}")
-    return _PUBLIC_INDEX
-
-
-def _object_index(policy) -> dict[int, str]:
-    """``{id(object): path}`` of the forbidden and added paths imported here, then the public
-    names of the admitted modules."""
-    index: dict[int, str] = {}
-    forbid = _Forbid(policy.forbidden)
-    for path in forbid.paths + sorted(policy.paths):
-        obj = _lookup(path)
-        if obj is not None and not isinstance(obj, _CONST_TYPES):
-            index.setdefault(id(obj), path)
-    for key, path in _public_index().items():
-        index.setdefault(key, path)
-    return index
-
-
-def audit_function(func: Callable, policy) -> Audit:
-    """The capability rule on a function object (``check()``'s side): the function must be a plain
-    function (or an ``lru_cache`` of one) whose source can be read; its global and closure
-    names are judged by their values."""
-    if type(func).__name__ == "_lru_cache_wrapper" and isinstance(
-        getattr(func, "__wrapped__", None), types.FunctionType
-    ):
-        func = func.__wrapped__
-    if not isinstance(func, types.FunctionType):
-        return Audit((), (f"the answer is a {type(func).__name__}, not a function written with def",))
-    func = _unwrap(func)
-    if func is None:
-        return Audit((), ("the answer wraps something that is not a function written with def",))
-    node = _definition(func)
-    if node is None:
-        return Audit((), ("the answer's source cannot be read",))
-    auditor = _Auditor(policy)
-    names = _RuntimeNames(func, policy, _object_index(policy))
-    try:
-        auditor.function(node, [], names, getattr(func, "__qualname__", "the answer"))
-    except (RecursionError, MemoryError) as exc:
-        auditor.flag(f"the answer could not be read by the forbidden-call check ({type(exc).__name__})")
-    except Exception as exc:  # noqa: BLE001 - as audit_notebook
         auditor.flag(f"the forbidden-call check could not read the answer ({type(exc).__name__})")
     return auditor.result()

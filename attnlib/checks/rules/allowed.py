@@ -2,7 +2,7 @@
 
 The code that defines an answer (the answer cells, the learner's functions, classes and
 constants they use, and what changes those values) is read by
-:mod:`attnlib.checks.forbidden` under this rule:
+:mod:`attnlib.checks.rules.audit` (and :mod:`~attnlib.checks.rules.runtime`) under this rule:
 
 **Refused** (the exercise is held for a person to read; never marks): reflection and
 mutation of modules or of the interpreter, which could change what an answer's names do:
@@ -37,7 +37,7 @@ functions, classes, constants and lambdas, read by the same rule; what an exerci
 
 **Forbidden** (the exercise scores 0): the exercise's own forbidden entries and families
 (``Exercise.forbidden``; a family such as ``~softmax`` covers every library name that spells
-it), under any of their public paths (:mod:`attnlib.checks.public_paths`); they win over the
+it), under any of their public paths (:mod:`attnlib.checks.rules.public_paths`); they win over the
 admitted set. Where a family is forbidden, its neighbours (:data:`NEIGHBOURS`: a library
 call that computes the family in another form, ``torch.distributions``, ``F.cross_entropy``)
 go to review.
@@ -331,7 +331,7 @@ class Policy:
 def policy(exercise: str, function: str = "", forbidden=()) -> Policy:
     """The rule for ``exercise`` whose answer defines ``function`` and may not use ``forbidden``.
 
-    The forbidden entries win over the admitted set: the check (attnlib.checks.forbidden.audit_*)
+    The forbidden entries win over the admitted set: the check (attnlib.checks.rules.audit_*)
     asks them first, so an entry the admitted set also holds (``.forward``) is forbidden.
     """
     return Policy(exercise, function, tuple(forbidden), EXTRA.get(exercise, Extra()).paths)
