@@ -141,7 +141,7 @@ ONE_BY_ONE = ("tests/test_binder.py",)
 # tests as an unprivileged user (614 s), test_binder's Binder (392 s) and Colab (283 s)
 # environments, the website (one strict build, 285 s, then every page in a browser)
 LONGEST_FIRST = (
-    "tests/grader/test_unprivileged.py",
+    "tests/grader/sandbox/test_unprivileged.py",
     "tests/test_binder.py::test_binder_environment_runs_every_chapter_and_exercise",
     "site",
     "tests/test_binder.py::test_colab_setup_cell_installs_what_is_missing_and_every_notebook_runs",

@@ -3,20 +3,20 @@
     .venv/bin/python benchmarks/class_scale_bench.py               # N = 1000, 2 jobs
     .venv/bin/python benchmarks/class_scale_bench.py --n 200       # a smaller class, and a projection
 
-The class is chapter 00's exercise (``tests/grader/fake_class.py``): half the
-submissions are the correct answer, half a partial one (fake_class's
+The class is chapter 00's exercise (``tests/grader/fixtures.py``): half the
+submissions are the correct answer, half a partial one (fixtures's
 "partial-3d": wrong only on 4-D inputs, 0.83 of the points with today's
 cases), each a full exercise notebook in
 its own file, as a Canvas bulk download names them
 (``student0001_10001_20001_00-how-to-use.ipynb``). The steps are those an
 instructor runs, each timed on its own:
 
-1. intake: stage the folder (:func:`coursetools.grade.intake.collect`);
+1. intake: stage the folder (:func:`coursetools.grade.lms.intake.collect`);
 2. grading: the grader's own function, ``--jobs`` submissions at once, each in
    its sandboxed process (the isolation this machine allows is recorded); it
-   ends by rendering every output once (:func:`coursetools.grade.publish.publish`);
+   ends by rendering every output once (:func:`coursetools.grade.outputs.publish.publish`);
 3. publish: 10 rows of ``overrides.csv``, then one
-   :func:`~coursetools.grade.publish.publish` that renders every output from the
+   :func:`~coursetools.grade.outputs.publish.publish` that renders every output from the
    final scores: grades.csv, results.json, the feedback and ``report.html`` with
    its figures and the near-identical-answer search (what ``overrides``,
    ``report`` and the roster's annotation each used to rewrite on its own).
@@ -46,15 +46,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
-import fake_class  # noqa: E402
+import fixtures  # noqa: E402
 import nbformat  # noqa: E402
 
-from coursetools.grade import batch, intake, runner, sandbox  # noqa: E402
-from coursetools.grade.paths import Out  # noqa: E402
-from coursetools.grade.publish import publish  # noqa: E402
+from coursetools.grade import batch  # noqa: E402
+from coursetools.grade.grading import runner  # noqa: E402
+from coursetools.grade.lms import intake  # noqa: E402
+from coursetools.grade.outputs.publish import publish  # noqa: E402
+from coursetools.grade.records.paths import Out  # noqa: E402
+from coursetools.grade.sandbox import api as sandbox  # noqa: E402
 
 STEM = "00-how-to-use"
-PARTIAL = fake_class.HEADER + (
+PARTIAL = fixtures.HEADER + (
     "    if a.ndim == 4:\n        return a @ b.T\n    return a @ np.swapaxes(b, -1, -2)\n"
 )
 TARGET_N = 1000
@@ -63,8 +66,8 @@ TARGET_S = 300.0
 
 def write_class(folder: Path, n: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    correct = nbformat.writes(fake_class.with_answer(fake_class.CORRECT)).encode()
-    partial = nbformat.writes(fake_class.with_answer(PARTIAL)).encode()
+    correct = nbformat.writes(fixtures.with_answer(fixtures.CORRECT)).encode()
+    partial = nbformat.writes(fixtures.with_answer(PARTIAL)).encode()
     for k in range(n):
         data = correct if k % 2 == 0 else partial
         (folder / f"student{k:04d}_{10000 + k}_{20000 + k}_{STEM}.ipynb").write_bytes(data)

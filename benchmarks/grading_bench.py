@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/grading_bench.py --copies 2 --hostile   # adds hanging and crashing ones
     .venv/bin/python benchmarks/grading_bench.py --no-zygote     # a fresh interpreter per submission
 
-The class is built from ``tests/grader/fake_class.py`` (chapter 00): correct,
+The class is built from ``tests/grader/fixtures.py`` (chapter 00): correct,
 not attempted, each misconception, partial credit, a syntax error, a NumPy
 monkeypatch, an nbformat v3 notebook, magics, a deleted check cell. ``--hostile``
 adds an endless loop, a fork bomb, ``os._exit`` and a segmentation fault, whose
@@ -40,11 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
-import fake_class  # noqa: E402
+import fixtures  # noqa: E402
 import nbformat  # noqa: E402
 
-from coursetools.grade import batch, sandbox  # noqa: E402
-from coursetools.grade.runner import Settings  # noqa: E402
+from coursetools.grade import batch  # noqa: E402
+from coursetools.grade.grading.runner import Settings  # noqa: E402
+from coursetools.grade.sandbox import api as sandbox  # noqa: E402
 
 NORMAL = [
     "correct",
@@ -62,7 +63,7 @@ HOSTILE = ["loop-after", "fork-bomb", "os-exit", "segfault-in-function"]
 
 
 def write_class(folder: Path, names: list[str], copies: int, canary: Path) -> int:
-    subs = fake_class.notebooks(canary)
+    subs = fixtures.notebooks(canary)
     folder.mkdir(parents=True, exist_ok=True)
     count = 0
     for k in range(copies):

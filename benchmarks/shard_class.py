@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/shard_class.py --no-baseline   # the shards and the merge only
     .venv/bin/python benchmarks/shard_class.py --replot        # redraw the plot of the JSON
 
-The class is chapter 00's exercise (``tests/grader/fake_class.py``), the quickest to grade:
+The class is chapter 00's exercise (``tests/grader/fixtures.py``), the quickest to grade:
 half the submissions the correct answer, half a partial one, each a full exercise notebook
 named as a Canvas bulk download names them. The steps are those of a cluster, each its own
 process of the command line, run one after the other so that each has this machine to
@@ -50,13 +50,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
-import fake_class  # noqa: E402
+import fixtures  # noqa: E402
 import nbformat  # noqa: E402
 
-from coursetools.grade.shard import share_of  # noqa: E402
+from coursetools.grade.outputs.shard import share_of  # noqa: E402
 
 STEM = "00-how-to-use"
-PARTIAL = fake_class.HEADER + (
+PARTIAL = fixtures.HEADER + (
     "    if a.ndim == 4:\n        return a @ b.T\n    return a @ np.swapaxes(b, -1, -2)\n"
 )
 TARGET_N = 2000
@@ -65,8 +65,8 @@ TARGET_N = 2000
 def write_class(folder: Path, n: int) -> list[str]:
     """``n`` submissions as a Canvas download; returns the learners' keys."""
     folder.mkdir(parents=True, exist_ok=True)
-    correct = nbformat.writes(fake_class.with_answer(fake_class.CORRECT)).encode()
-    partial = nbformat.writes(fake_class.with_answer(PARTIAL)).encode()
+    correct = nbformat.writes(fixtures.with_answer(fixtures.CORRECT)).encode()
+    partial = nbformat.writes(fixtures.with_answer(PARTIAL)).encode()
     keys = []
     for k in range(n):
         (folder / f"student{k:04d}_{10000 + k}_{20000 + k}_{STEM}.ipynb").write_bytes(

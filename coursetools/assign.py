@@ -13,7 +13,7 @@ indentation), and with every output and execution count cleared.
 A written question graded by hand is a markdown answer cell with metadata
 ``{"attnlib": {"manual": "q-NN-k", "points": P}}`` whose model answer sits between
 the same markers; the exercise notebook gets ``YOUR ANSWER HERE`` in its place
-(:mod:`coursetools.grade.manual` collects the learners' answers). A markdown cell
+(:mod:`coursetools.grade.outputs.manual` collects the learners' answers). A markdown cell
 with an answer region and no such metadata is refused: its answer would be handed out.
 
 An exercise whose check forbids calls (``Exercise.forbidden`` in
@@ -91,8 +91,10 @@ def exercise_meta(cell) -> dict:
     return dict(cell.get("metadata", {}).get("attnlib", {}))
 
 
-def strip_solution(source: str, exercise_id: str, where: str) -> str:
-    """Replace each BEGIN/END SOLUTION region in ``source`` with a stub."""
+def _replace_regions(source: str, where: str, stub) -> str:
+    """``source`` with each BEGIN/END SOLUTION region replaced by the lines ``stub(indent)`` gives
+    (``indent``: the BEGIN line's); raises :class:`AssignError` for a nested, stray or unclosed
+    marker. The one scanner of both kinds of answer (code and written)."""
     out: list[str] = []
     inside = False
     for lineno, line in enumerate(source.splitlines(), start=1):
@@ -101,11 +103,7 @@ def strip_solution(source: str, exercise_id: str, where: str) -> str:
             if inside:
                 raise AssignError(f"{where}, line {lineno}: nested {BEGIN}")
             inside = True
-            indent = line[: len(line) - len(line.lstrip())]
-            out.append(f"{indent}{STUB_COMMENT}")
-            out.append(
-                f'{indent}raise NotImplementedError("{exercise_id}: replace this line with your answer")'
-            )
+            out += stub(line[: len(line) - len(line.lstrip())])
         elif stripped == END:
             if not inside:
                 raise AssignError(f"{where}, line {lineno}: {END} without {BEGIN}")
@@ -115,28 +113,21 @@ def strip_solution(source: str, exercise_id: str, where: str) -> str:
     if inside:
         raise AssignError(f"{where}: {BEGIN} is never closed by {END}")
     return "\n".join(out)
+
+
+def strip_solution(source: str, exercise_id: str, where: str) -> str:
+    """Replace each BEGIN/END SOLUTION region in ``source`` with a stub."""
+    message = f"{exercise_id}: replace this line with your answer"
+
+    def stub(indent: str) -> list[str]:
+        return [f"{indent}{STUB_COMMENT}", f'{indent}raise NotImplementedError("{message}")']
+
+    return _replace_regions(source, where, stub)
 
 
 def strip_written_answer(source: str, where: str) -> str:
     """Replace each BEGIN/END SOLUTION region of a markdown answer cell with ``YOUR ANSWER HERE``."""
-    out: list[str] = []
-    inside = False
-    for lineno, line in enumerate(source.splitlines(), start=1):
-        stripped = line.strip()
-        if stripped == BEGIN:
-            if inside:
-                raise AssignError(f"{where}, line {lineno}: nested {BEGIN}")
-            inside = True
-            out.append(ANSWER_STUB)
-        elif stripped == END:
-            if not inside:
-                raise AssignError(f"{where}, line {lineno}: {END} without {BEGIN}")
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise AssignError(f"{where}: {BEGIN} is never closed by {END}")
-    return "\n".join(out)
+    return _replace_regions(source, where, lambda indent: [ANSWER_STUB])
 
 
 def _check_answer_cell(

@@ -128,7 +128,7 @@ def slow_process(argv) -> str | None:
     """What ``argv`` starts, from ``SLOW_PROCESSES``, or None for a process the quick loop may start.
 
     A sign matches a name that is the sign, or begins with it and then ``.``, ``_`` or ``-``
-    (``coursetools.grade.harness``, ``ipykernel_launcher``, ``chromium-browser``).
+    (``coursetools.grade.sandbox.harness``, ``ipykernel_launcher``, ``chromium-browser``).
     """
     names = _names(argv)
     for what, signs in SLOW_PROCESSES.items():

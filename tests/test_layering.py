@@ -144,35 +144,47 @@ def test_nothing_in_attnlib_reaches_coursetools():
 
 # ``coursetools`` itself and ``coursetools.assign`` (the authoring tool) import attnlib only
 TOOLS_FLOOR = ("tools", ("coursetools", "coursetools.assign"))
-# coursetools/grade, from the bottom: (floor, its modules); "" is the package itself
-GRADE_FLOORS = (
-    ("records and paths", ("record", "events", "wire", "inputs", "paths", "escape", "written", "store")),
-    (
-        "isolation",
-        (
-            "sandbox_shared",
-            "sandbox_host",
-            "sandbox_parent",
-            "sandbox_child",
-            "sandbox",
-            "snapshot",
-            "harness",
-            "zygote",
-        ),
-    ),
-    ("grading", ("selection", "submission", "similarity", "parse_worker", "process", "verdict", "runner")),
-    ("outputs", ("intake", "late", "overrides", "manual", "scores", "report", "results", "class_report")),
-    ("publishing", ("publish", "export", "shard", "batch")),
-    ("commands", ("commands", "gradescope", "classroom", "__main__", "")),
-)
+GRADE = ROOT / "coursetools" / "grade"
+# coursetools/grade's floors are its folders, from the bottom; a module's floor is where it is saved
+FLOOR_FOLDERS = ("records", "sandbox", "grading", "outputs", "lms")
+# the top floor, the commands: the modules at the top of coursetools/grade, the package itself
+# and the folders named here (Gradescope's archive and its container's command)
+TOP = "commands"
+TOP_FOLDERS = ("gradescope",)
+
+
+def floor_of(module: str, package: bool = False) -> int | None:
+    """The floor of a ``coursetools`` module (0: the tools; 1..5: :data:`FLOOR_FOLDERS`; 6: the
+    top), read from where it is saved (``package``: it is a folder's ``__init__``); None for a
+    module in a folder that is on no floor."""
+    if module in TOOLS_FLOOR[1]:
+        return 0
+    if not module.startswith("coursetools.grade"):
+        return None
+    parts = module.split(".")[2:]
+    if not parts or (len(parts) == 1 and not package):
+        return len(FLOOR_FOLDERS) + 1  # the package itself or a module at its top
+    if parts[0] in FLOOR_FOLDERS:
+        return FLOOR_FOLDERS.index(parts[0]) + 1
+    if parts[0] in TOP_FOLDERS:
+        return len(FLOOR_FOLDERS) + 1
+    return None
+
+
+FLOOR_NAMES = {
+    0: TOOLS_FLOOR[0],
+    **{n: f for n, f in enumerate(FLOOR_FOLDERS, start=1)},
+    len(FLOOR_FOLDERS) + 1: TOP,
+}
 
 
 def coursetools_floors() -> dict[str, int]:
-    """``{module: floor number}`` for every module ``coursetools`` must hold (0 at the bottom)."""
-    floors = dict.fromkeys(TOOLS_FLOOR[1], 0)
-    for number, (_, modules) in enumerate(GRADE_FLOORS, start=1):
-        floors |= {("coursetools.grade." + m).rstrip("."): number for m in modules}
-    return floors
+    """``{module: floor number}`` for every module of ``coursetools`` that is on a floor."""
+    floors = {
+        module_name(path): floor_of(module_name(path), path.name == "__init__.py")
+        for path in sorted((ROOT / "coursetools").rglob("*.py"))
+    }
+    return {module: floor for module, floor in floors.items() if floor is not None}
 
 
 def imported_modules(path: Path, modules: set[str]) -> set[str]:
@@ -200,13 +212,15 @@ def coursetools_imports() -> dict[str, set[str]]:
 def coursetools_violations() -> list[str]:
     """Imports against the floors, modules on no floor, and every circle of imports."""
     floors = coursetools_floors()
-    names = {number: name for number, (name, _) in enumerate(GRADE_FLOORS, start=1)} | {0: TOOLS_FLOOR[0]}
     graph = coursetools_imports()
-    found = [f"{m} is on no floor: add it to GRADE_FLOORS" for m in sorted(set(graph) - set(floors))]
+    found = [
+        f"{m} is on no floor: save it in a floor's folder ({', '.join(FLOOR_FOLDERS)}) or at the top"
+        for m in sorted(set(graph) - set(floors))
+    ]
     for module in sorted(graph):
         for target in sorted(graph[module]):
             if module in floors and target in floors and floors[target] > floors[module]:
-                below, above = names[floors[module]], names[floors[target]]
+                below, above = FLOOR_NAMES[floors[module]], FLOOR_NAMES[floors[target]]
                 found.append(f"{module} ({below}) imports {target}, a floor above ({above})")
     found += [" -> ".join(cycle) for cycle in cycles(graph)]
     return found
@@ -265,36 +279,53 @@ def test_coursetools_floors_hold_and_no_module_imports_in_a_circle():
     assert not found, "imports against coursetools' floors (CONTRIBUTING.md, Layout):\n" + "\n".join(found)
 
 
-def test_every_floor_names_modules_that_exist():
-    """A floor that names a module no longer there is a stale rule (and could hide a move)."""
-    present = set(coursetools_imports())
-    assert set(coursetools_floors()) <= present, sorted(set(coursetools_floors()) - present)
+def test_every_floor_is_a_folder_that_holds_modules():
+    """A floor that names a folder no longer there is a stale rule (and could hide a move); every
+    folder of the grader is a floor or on the top one."""
+    folders = {p.name for p in GRADE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert folders == set(FLOOR_FOLDERS) | set(TOP_FOLDERS), sorted(folders)
+    floors = coursetools_floors()
+    assert all(any(floors.get(m) == n for m in floors) for n in range(len(FLOOR_FOLDERS) + 2))
+
+
+def test_the_sandboxs_package_imports_nothing():
+    """``coursetools/grade/sandbox/__init__.py`` is empty of imports: the harness imports its
+    siblings inside the sandbox, and importing the package starts nothing of the grader's side."""
+    assert list(import_targets(GRADE / "sandbox" / "__init__.py")) == []
+
+
+def _module_paths(root: Path) -> list[Path]:
+    """Where each module of the real tree is saved, relative to the checkout."""
+    return [path.relative_to(ROOT) for path in sorted((ROOT / "coursetools").rglob("*.py"))]
+
+
+REAL_MODULES = _module_paths(ROOT)
+OUTPUTS = "coursetools.grade.outputs"
 
 
 def _plant(root: Path, files: dict[str, str]) -> None:
-    """A synthetic coursetools tree: every module of the floors, empty, then ``files``."""
-    for module in coursetools_floors():
-        parts = module.split(".")
-        package = module in ("coursetools", "coursetools.grade")
-        path = root.joinpath(*parts, "__init__.py") if package else root.joinpath(*parts).with_suffix(".py")
+    """A synthetic coursetools tree: every module of the real tree, empty, then ``files``."""
+    for rel in REAL_MODULES:
+        path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
     for rel, source in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(source, encoding="utf-8")
 
 
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        # an output that publishes (the old overrides.apply), inside a function
+        # an output that reads an LMS's naming (the intake), relative and inside a function
         (
-            {"coursetools/grade/overrides.py": "def apply(out):\n    from .publish import publish\n"},
-            "coursetools.grade.overrides (outputs) imports coursetools.grade.publish, a floor above",
+            {"coursetools/grade/outputs/overrides.py": "def apply(out):\n    from ..lms import intake\n"},
+            "coursetools.grade.outputs.overrides (outputs) imports coursetools.grade.lms.intake, a floor",
         ),
         # the vocabulary reaching the grading floor, relative and at the top
         (
-            {"coursetools/grade/record.py": "from . import runner\n"},
-            "coursetools.grade.record (records and paths) imports coursetools.grade.runner",
+            {"coursetools/grade/records/record.py": "from ..grading import runner\n"},
+            "coursetools.grade.records.record (records) imports coursetools.grade.grading.runner",
         ),
         # the authoring tool reaching the grader
         (
@@ -304,17 +335,27 @@ def _plant(root: Path, files: dict[str, str]) -> None:
         # two outputs that import each other: a circle on one floor
         (
             {
-                "coursetools/grade/scores.py": "from coursetools.grade import report\n",
-                "coursetools/grade/report.py": "def f():\n    from coursetools.grade import scores\n",
+                "coursetools/grade/outputs/scores.py": "from . import report\n",
+                "coursetools/grade/outputs/report.py": "def f():\n    from . import scores\n",
             },
-            "coursetools.grade.report -> coursetools.grade.scores -> coursetools.grade.report",
+            f"{OUTPUTS}.report -> {OUTPUTS}.scores -> {OUTPUTS}.report",
         ),
-        # a new module nobody placed
-        ({"coursetools/grade/helpers.py": ""}, "coursetools.grade.helpers is on no floor"),
+        # a new module saved in a folder that is on no floor
+        ({"coursetools/grade/helpers/__init__.py": ""}, "coursetools.grade.helpers is on no floor"),
+        # a new module saved on the records floor that reaches the sandbox: placed by its folder
+        (
+            {"coursetools/grade/records/newcomer.py": "from coursetools.grade.sandbox import api\n"},
+            "coursetools.grade.records.newcomer (records) imports coursetools.grade.sandbox.api, a floor",
+        ),
         # the package's own name (its lazy grade()) from the grading floor
         (
-            {"coursetools/grade/runner.py": "from coursetools.grade import grade\n"},
-            "coursetools.grade.runner (grading) imports coursetools.grade, a floor above",
+            {"coursetools/grade/grading/runner.py": "from coursetools.grade import grade\n"},
+            "coursetools.grade.grading.runner (grading) imports coursetools.grade, a floor above",
+        ),
+        # the commands' module from the outputs
+        (
+            {"coursetools/grade/outputs/publish.py": "from coursetools.grade import commands\n"},
+            "coursetools.grade.outputs.publish (outputs) imports coursetools.grade.commands, a floor above",
         ),
     ],
 )
@@ -341,13 +382,14 @@ def _found_when_planted(root: Path, monkeypatch, files: dict[str, str], check) -
 # and the module below them on none of them. {module: the modules it must not reach, through
 # any chain of imports}; ``sandbox`` is the grader's façade over all four.
 SANDBOX = "coursetools.grade.sandbox"
+HOST, PARENT, CHILD, SHARED, FACE = (f"{SANDBOX}.{m}" for m in ("host", "parent", "child", "shared", "api"))
 SIDES = {
-    f"{SANDBOX}_child": (f"{SANDBOX}_host", f"{SANDBOX}_parent", SANDBOX),
-    f"{SANDBOX}_parent": (f"{SANDBOX}_host", f"{SANDBOX}_child", SANDBOX),
-    f"{SANDBOX}_host": (f"{SANDBOX}_parent", f"{SANDBOX}_child", SANDBOX),
-    f"{SANDBOX}_shared": (f"{SANDBOX}_host", f"{SANDBOX}_parent", f"{SANDBOX}_child", SANDBOX),
-    "coursetools.grade.harness": (f"{SANDBOX}_host", SANDBOX),
-    "coursetools.grade.zygote": (f"{SANDBOX}_host", SANDBOX),
+    CHILD: (HOST, PARENT, FACE),
+    PARENT: (HOST, CHILD, FACE),
+    HOST: (PARENT, CHILD, FACE),
+    SHARED: (HOST, PARENT, CHILD, FACE),
+    f"{SANDBOX}.harness": (HOST, FACE),
+    f"{SANDBOX}.zygote": (HOST, FACE),
 }
 
 
@@ -381,12 +423,10 @@ def sandbox_side_violations() -> list[str]:
 def test_code_inside_the_sandbox_never_reaches_the_graders_side():
     assert set(SIDES) <= set(coursetools_imports()), sorted(set(SIDES) - set(coursetools_imports()))
     found = sandbox_side_violations()
-    assert not found, "imports across the sandbox's sides (coursetools/grade/sandbox.py):\n" + "\n".join(
-        found
-    )
+    assert not found, "imports across the sandbox's sides (coursetools/grade/sandbox/):\n" + "\n".join(found)
     # the rule reads the real imports: each side stands on the shared module
     graph = coursetools_imports()
-    assert all(f"{SANDBOX}_shared" in graph[f"{SANDBOX}_{side}"] for side in ("host", "parent", "child"))
+    assert all(SHARED in graph[side] for side in (HOST, PARENT, CHILD))
 
 
 @pytest.mark.parametrize(
@@ -394,26 +434,26 @@ def test_code_inside_the_sandbox_never_reaches_the_graders_side():
     [
         # the learner's process calling the grader's side
         (
-            {"coursetools/grade/sandbox_child.py": "from coursetools.grade.sandbox_host import kill_uid\n"},
-            f"{SANDBOX}_child reaches {SANDBOX}_host: {SANDBOX}_child -> {SANDBOX}_host",
+            {"coursetools/grade/sandbox/child.py": "from coursetools.grade.sandbox.host import kill_uid\n"},
+            f"{CHILD} reaches {HOST}: {CHILD} -> {HOST}",
         ),
         # the same through the shared module, inside a function
         (
             {
-                "coursetools/grade/sandbox_child.py": "from . import sandbox_shared\n",
-                "coursetools/grade/sandbox_shared.py": "def f():\n    from .sandbox_host import probe\n",
+                "coursetools/grade/sandbox/child.py": "from . import shared\n",
+                "coursetools/grade/sandbox/shared.py": "def f():\n    from .host import probe\n",
             },
-            f"{SANDBOX}_child reaches {SANDBOX}_host: {SANDBOX}_child -> {SANDBOX}_shared -> {SANDBOX}_host",
+            f"{CHILD} reaches {HOST}: {CHILD} -> {SHARED} -> {HOST}",
         ),
         # the learner's process leaning on the trusted parent's code
         (
-            {"coursetools/grade/sandbox_child.py": "from coursetools.grade import sandbox_parent\n"},
-            f"{SANDBOX}_child reaches {SANDBOX}_parent",
+            {"coursetools/grade/sandbox/child.py": "from coursetools.grade.sandbox import parent\n"},
+            f"{CHILD} reaches {PARENT}",
         ),
         # the harness through the grader's façade
         (
-            {"coursetools/grade/harness.py": "from coursetools.grade import sandbox\n"},
-            f"coursetools.grade.harness reaches {SANDBOX}: coursetools.grade.harness -> {SANDBOX}",
+            {"coursetools/grade/sandbox/harness.py": "from coursetools.grade.sandbox import api\n"},
+            f"{SANDBOX}.harness reaches {FACE}: {SANDBOX}.harness -> {FACE}",
         ),
     ],
 )

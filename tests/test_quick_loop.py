@@ -23,8 +23,8 @@ import subprocess, sys
 import pytest
 
 STARTS = {
-    "grader": "coursetools.grade.harness",
-    "zygote": "-I -B -c from coursetools.grade.zygote import serve",
+    "grader": "coursetools.grade.sandbox.harness",
+    "zygote": "-I -B -c from coursetools.grade.sandbox.zygote import serve",
     "sandbox": "/usr/bin/unshare --mount --net",
     "autograder": "/autograder/run_autograder",
     "kernel": "ipykernel_launcher -f kernel.json",

@@ -35,7 +35,7 @@ def test_a_notebook_a_module_and_the_website_each_stay_on_one_worker():
 
 
 def test_the_longest_units_go_first_and_the_rest_keep_their_order():
-    others = ["book/00-how-to-use.ipynb", "tests/grader/test_grade.py"]
+    others = ["book/00-how-to-use.ipynb", "tests/grader/stories/test_grade.py"]
     queue = OrderedDict((unit, {}) for unit in [others[0], *reversed(course.LONGEST_FIRST), others[1]])
     course.put_longest_first(queue)
     assert list(queue) == [*course.LONGEST_FIRST, *others]

@@ -1,9 +1,9 @@
 """The grader's one command line: ``python -m coursetools.grade ASSIGNMENT SUBMISSIONS --out OUT``.
 
 SUBMISSIONS is a folder, or an LMS download (a .zip, or a folder with Canvas or Moodle
-names) that is staged first (:func:`coursetools.grade.intake.prepare`); the class is graded
+names) that is staged first (:func:`coursetools.grade.lms.intake.prepare`); the class is graded
 (:func:`coursetools.grade.batch.grade`), which ends by rendering every output once
-(:func:`coursetools.grade.publish.publish`). ``--shard K/N`` grades one share of the class
+(:func:`coursetools.grade.outputs.publish.publish`). ``--shard K/N`` grades one share of the class
 and ``merge`` joins the shares' folders into one (:mod:`.shard`: a class across machines).
 ``python -m coursetools.grade NAME ...`` runs a
 command of :mod:`.commands` (``report``, ``overrides``, ``manual``, ``export``) or builds
@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coursetools.grade.commands import COMMANDS
-from coursetools.grade.escape import terminal
-from coursetools.grade.intake import prepare
-from coursetools.grade.paths import ROOT
-from coursetools.grade.scores import compute
-from coursetools.grade.shard import MergeError, Shard, merge
-from coursetools.grade.submission import resolve_assignment
+from coursetools.grade.grading.submission import resolve_assignment
+from coursetools.grade.lms.intake import prepare
+from coursetools.grade.outputs.scores import compute
+from coursetools.grade.outputs.shard import MergeError, Shard, merge
+from coursetools.grade.records.escape import terminal
+from coursetools.grade.records.paths import ROOT
 
 
 def _gradescope(argv: list[str]) -> int:
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.submissions} is not a folder or a .zip")
     # the grading run imports the checks (and torch): not needed to rewrite a report
     from coursetools.grade.batch import grade
-    from coursetools.grade.runner import Settings
+    from coursetools.grade.grading.runner import Settings
 
     settings = Settings(
         out=args.out,

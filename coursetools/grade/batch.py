@@ -4,7 +4,7 @@
 submission and assignment are unchanged, then grade the others inside one
 :class:`GradingSession` (the owner of every resource of the run: work folder, sandbox uids,
 memory cgroups, zygotes, notebook readers, job threads), and render every output once from
-the final scores (:func:`coursetools.grade.publish.publish`).
+the final scores (:func:`coursetools.grade.outputs.publish.publish`).
 """
 
 from __future__ import annotations
@@ -25,17 +25,19 @@ import nbformat
 
 from attnlib.checks import get_exercise
 from coursetools import assign
-from coursetools.grade import publish, report, sandbox, scores, written
-from coursetools.grade.escape import key_ok
-from coursetools.grade.intake import STAGED_MARK, staged_uploads
-from coursetools.grade.parse_worker import NotebookReader
-from coursetools.grade.paths import ROOT, reserved, unreserved
-from coursetools.grade.process import JobSlot, needed_paths
-from coursetools.grade.record import Record, Status
-from coursetools.grade.runner import Settings, base_env, grade_submission
-from coursetools.grade.shard import Shard
-from coursetools.grade.submission import Assignment, Submission, find_submissions, resolve_assignment
-from coursetools.grade.zygote import Zygote
+from coursetools.grade.grading.parse_worker import NotebookReader
+from coursetools.grade.grading.process import JobSlot, needed_paths
+from coursetools.grade.grading.runner import Settings, base_env, grade_submission
+from coursetools.grade.grading.submission import Assignment, Submission, find_submissions, resolve_assignment
+from coursetools.grade.lms.intake import STAGED_MARK, staged_uploads
+from coursetools.grade.outputs import publish, report, scores
+from coursetools.grade.outputs.shard import Shard
+from coursetools.grade.records import written
+from coursetools.grade.records.escape import key_ok
+from coursetools.grade.records.paths import ROOT, reserved, unreserved
+from coursetools.grade.records.record import Record, Status
+from coursetools.grade.sandbox import api as sandbox
+from coursetools.grade.sandbox.zygote import Zygote
 
 
 def load_assignment(spec: str) -> Assignment:
@@ -181,11 +183,11 @@ class GradingSession:
     system's temporary folder unless ``given.work_dir`` names one), the sandbox uids (as root,
     unless ``given.uid_base`` names them), one memory cgroup per job slot (where writable: all
     slots or none), the pre-warmed zygotes (unless the caller lends its own), one
-    :class:`~coursetools.grade.parse_worker.NotebookReader` per job slot and the job threads.
+    :class:`~coursetools.grade.grading.parse_worker.NotebookReader` per job slot and the job threads.
     ``__exit__`` releases them in the reverse order, whatever happened (an interrupt stops the
     job threads first, without starting the submissions not yet begun). :attr:`slots` holds each
     job slot's share of them (its zygote, memory cgroup and reader) as a
-    :class:`~coursetools.grade.process.JobSlot`.
+    :class:`~coursetools.grade.grading.process.JobSlot`.
 
     Parameters
     ----------
@@ -357,7 +359,7 @@ class GradingSession:
 class _Gradebook:
     """The class's records while grading, and ``grades.csv`` rewritten from them at most once per
     :data:`GRADEBOOK_EVERY` seconds (a class of a thousand is not rewritten a thousand times;
-    :func:`coursetools.grade.publish.publish` writes the last)."""
+    :func:`coursetools.grade.outputs.publish.publish` writes the last)."""
 
     def __init__(self, out: Path, info: scores.ClassInfo, sources: scores.Sources, progress) -> None:
         self.out, self.info, self.sources, self.progress = out, info, sources, progress
@@ -478,7 +480,7 @@ def grade(
     by default the grader starts one per job slot and closes them at the end.
     ``show_hidden_inputs``: the feedback shows what the hidden cases try and what came back
     (by default only their verdict, the named mistake and the hint). At the end every output
-    is rendered from the class's final scores (:func:`coursetools.grade.publish.publish`:
+    is rendered from the class's final scores (:func:`coursetools.grade.outputs.publish.publish`:
     overrides, manual scores, late policy) and, unless ``quiet``, the summary is printed.
     ``shard``: grade only that share of the class (:mod:`.shard`; no ``report.html``).
     """

@@ -1,7 +1,7 @@
 """The instructor's commands after grading: change one input of a class, then publish.
 
 This is the only module where "change one input, then render every output"
-(:func:`coursetools.grade.publish.publish`) is written; the modules it calls read
+(:func:`coursetools.grade.outputs.publish.publish`) is written; the modules it calls read
 and render, and never publish themselves (``tests/test_layering.py`` holds the
 floors). Each command is a :class:`Subcommand` of ``python -m coursetools.grade``:
 
@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coursetools.grade import export, manual
-from coursetools.grade.class_report import REPORT
-from coursetools.grade.escape import terminal
-from coursetools.grade.paths import ROOT, Out
-from coursetools.grade.publish import publish
-from coursetools.grade.record import AdjustmentKind, number
-from coursetools.grade.report import written_left, written_next
-from coursetools.grade.scores import ClassInfo, compute, describe
-from coursetools.grade.submission import resolve_assignment
+from coursetools.grade.grading.submission import resolve_assignment
+from coursetools.grade.lms import export
+from coursetools.grade.outputs import manual
+from coursetools.grade.outputs.class_report import REPORT
+from coursetools.grade.outputs.publish import publish
+from coursetools.grade.outputs.report import written_left, written_next
+from coursetools.grade.outputs.scores import ClassInfo, compute, describe
+from coursetools.grade.records.escape import terminal
+from coursetools.grade.records.paths import ROOT, Out
+from coursetools.grade.records.record import AdjustmentKind, number
 
 # --------------------------------------------------------------------------- change, then publish
 
@@ -159,8 +160,9 @@ def _export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not layout.class_json.is_file() and not list(args.out.glob("*/record.json")):
         parser.error(f"{args.out} holds no graded class")
     try:
+        final = publish(args.out)  # every output first, so the feedback files exported are current
         written, problems = export.export(
-            args.lms, args.out, args.dir, args.assignment_column, args.moodle_worksheet
+            args.lms, args.out, args.dir, args.assignment_column, args.moodle_worksheet, final
         )
     except (export.WrongLMS, export.NoLMSIds, export.MaximumGrade, OSError) as exc:
         print(f"error: {terminal(exc)}", file=sys.stderr)

@@ -164,7 +164,7 @@ def test_the_generated_cell_runs_in_an_unfinished_exercise_notebook(capsys):
 
 def test_the_grader_does_not_run_the_check_all_cell(tmp_path):
     """The grader's plan leaves out the check-all cell, like every check cell (its metadata)."""
-    from coursetools.grade.submission import Assignment, build_plan, is_check_cell
+    from coursetools.grade.grading.submission import Assignment, build_plan, is_check_cell
 
     solution = nbformat.read(ROOT / "solutions" / "04-scaling-softmax.ipynb", as_version=4)
     nb = assign.make_exercise(solution, "04-scaling-softmax.ipynb")

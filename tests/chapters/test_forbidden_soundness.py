@@ -37,7 +37,8 @@ from attnlib.checks.rules.allowed import EXTRA, policy
 from attnlib.checks.rules.audit import _Forbid
 from attnlib.checks.rules.finder import _lookup
 from attnlib.checks.rules.public_paths import PUBLIC_PATHS, build
-from coursetools.grade import batch, submission
+from coursetools.grade import batch
+from coursetools.grade.grading import submission
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -2,7 +2,7 @@
 
 An answer that uses one of an exercise's forbidden calls (``Exercise.forbidden``)
 scores 0 for that exercise, in the learner's ``check()`` and in the class grader
-(``attnlib/checks/judge.py``, ``coursetools/grade/verdict.py``), and a learner
+(``attnlib/checks/judge.py``, ``coursetools/grade/grading/verdict.py``), and a learner
 must be able to know what costs marks. ``coursetools/assign.py`` writes one line
 into the text above each such exercise's answer cell. This test reads the
 committed exercise notebooks back with its own parsing, not assign's code:

@@ -21,7 +21,8 @@ import pytest
 
 from attnlib.checks import get_exercise
 from attnlib.checks.judge import evaluate
-from coursetools.grade import batch, submission
+from coursetools.grade import batch
+from coursetools.grade.grading import submission
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -150,7 +150,7 @@ def test_the_generated_cells_ask_every_question_and_run(chapter, capsys):
 
 
 def test_the_grader_does_not_run_the_quiz_cell():
-    from coursetools.grade.submission import is_check_cell
+    from coursetools.grade.grading.submission import is_check_cell
 
     assert is_check_cell(_answer_cell(_exercise("04")))
 
