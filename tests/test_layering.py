@@ -335,10 +335,10 @@ def _plant(root: Path, files: dict[str, str]) -> None:
         # two outputs that import each other: a circle on one floor
         (
             {
-                "coursetools/grade/outputs/scores.py": "from . import report\n",
-                "coursetools/grade/outputs/report.py": "def f():\n    from . import scores\n",
+                "coursetools/grade/outputs/scores.py": "from . import feedback\n",
+                "coursetools/grade/outputs/feedback.py": "def f():\n    from . import scores\n",
             },
-            f"{OUTPUTS}.report -> {OUTPUTS}.scores -> {OUTPUTS}.report",
+            f"{OUTPUTS}.feedback -> {OUTPUTS}.scores -> {OUTPUTS}.feedback",
         ),
         # a new module saved in a folder that is on no floor
         ({"coursetools/grade/helpers/__init__.py": ""}, "coursetools.grade.helpers is on no floor"),

@@ -30,9 +30,10 @@ from coursetools.grade.grading.process import JobSlot, needed_paths
 from coursetools.grade.grading.runner import Settings, base_env, grade_submission
 from coursetools.grade.grading.submission import Assignment, Submission, find_submissions, resolve_assignment
 from coursetools.grade.lms.intake import STAGED_MARK, staged_uploads
-from coursetools.grade.outputs import publish, report, scores
+from coursetools.grade.outputs import gradebook, publish, scores
+from coursetools.grade.outputs.progress import Progress, summary
 from coursetools.grade.outputs.shard import Shard
-from coursetools.grade.records import written
+from coursetools.grade.records import record_io, written
 from coursetools.grade.records.escape import key_ok
 from coursetools.grade.records.paths import ROOT, reserved, unreserved
 from coursetools.grade.records.record import Record, Status
@@ -372,7 +373,7 @@ class _Gradebook:
 
     def write_csv(self, every: float = 0.0) -> None:
         if time.monotonic() - self._written >= every:
-            report.write_gradebook(self.out, scores.build(self.info, self.records, self.sources))
+            gradebook.write_gradebook(self.out, scores.build(self.info, self.records, self.sources))
             self._written = time.monotonic()
 
     def final(self, record: Record) -> scores.Grade:
@@ -396,7 +397,7 @@ def _kept_or_pending(
     unchanged is kept, unless ``force``; the others pending); return the submissions to grade."""
     todo = []
     for sub in subs:
-        stored = None if force else report.load_record(out, sub.student)
+        stored = None if force else record_io.load_record(out, sub.student)
         old = Record.from_dict(stored) if stored is not None else None
         if (
             old is not None
@@ -406,7 +407,7 @@ def _kept_or_pending(
         ):
             book.put(old)
         else:
-            book.put(report.pending_record(sub.student, str(sub.path), assignment.points))
+            book.put(record_io.pending_record(sub.student, str(sub.path), assignment.points))
             todo.append(sub)
     return todo
 
@@ -428,9 +429,9 @@ def _grade_one(
                 replace(book.info, students=[sub.student]), {sub.student: record}, book.sources
             )
             publish.write_learner(book.out, graded.grades[0], graded)
-            report.write_record(book.out, record)
+            record_io.write_record(book.out, record)
     except Exception as exc:  # noqa: BLE001 - one submission must never stop the class
-        record = report.pending_record(sub.student, str(sub.path), assignment.points)
+        record = record_io.pending_record(sub.student, str(sub.path), assignment.points)
         record.status = Status.GRADER_ERROR
         record.incidents = [f"{type(exc).__name__}: {exc}"[:300]]
         record.digest = sub.digest
@@ -498,7 +499,7 @@ def grade(
     info.save(out)
     if shard is not None:  # one share (shard.py): class.json above stays the whole class's
         subs = shard.take(out, subs, assignment.digest)
-    progress = report.Progress(len(subs), progress_stream)
+    progress = Progress(len(subs), progress_stream)
     book = _Gradebook(out, info, scores.Sources.load(out, info), None if quiet else progress)
     todo = _kept_or_pending(book, subs, out, assignment, force)
     book.write_csv()
@@ -530,5 +531,5 @@ def grade(
         isolation = sandbox.describe(
             settings.isolation, settings.uid_base, jobs, session.memory_kind, needed_paths(settings.python)
         )
-        print(report.summary(published, isolation, time.monotonic() - started, out=out), flush=True)
+        print(summary(published, isolation, time.monotonic() - started, out=out), flush=True)
     return [book.records[s.student].to_dict() for s in subs]

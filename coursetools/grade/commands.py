@@ -24,8 +24,8 @@ from coursetools.grade.grading.submission import resolve_assignment
 from coursetools.grade.lms import export
 from coursetools.grade.outputs import manual
 from coursetools.grade.outputs.class_report import REPORT
+from coursetools.grade.outputs.progress import written_left, written_next
 from coursetools.grade.outputs.publish import publish
-from coursetools.grade.outputs.report import written_left, written_next
 from coursetools.grade.outputs.scores import ClassInfo, compute, describe
 from coursetools.grade.records.escape import terminal
 from coursetools.grade.records.paths import ROOT, Out

@@ -25,6 +25,7 @@ from attnlib.checks import get_exercise
 from coursetools import assign
 from coursetools.grade import batch
 from coursetools.grade.grading.runner import Settings
+from coursetools.grade.records.paths import atomic_write
 from coursetools.grade.records.record import Record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,7 +311,7 @@ def write_graded(out: Path, records: list[dict], assignment: str = "09-test", **
     class's ``class.json`` (points from the records), then every output rendered from them
     (:func:`coursetools.grade.outputs.publish.publish`)."""
 
-    from coursetools.grade.outputs import publish, report, scores
+    from coursetools.grade.outputs import publish, scores
     from coursetools.grade.records.paths import Out
 
     points: dict[str, float] = {}
@@ -318,7 +319,7 @@ def write_graded(out: Path, records: list[dict], assignment: str = "09-test", **
         for ex_id, ex in record.get("exercises", {}).items():
             points.setdefault(ex_id, float(ex["points"]))
         # written as given (a hand-made record may be malformed on purpose), where the grader writes it
-        report.atomic_write(Out(Path(out)).record(record["student"]), json.dumps(record, indent=1) + "\n")
+        atomic_write(Out(Path(out)).record(record["student"]), json.dumps(record, indent=1) + "\n")
     info.setdefault("students", [r["student"] for r in records])
     scores.ClassInfo(assignment=assignment, points=points, **info).save(out)
     publish.publish(out)

@@ -13,7 +13,7 @@ or crashed, up to ``max_runs`` times within the per-submission limit), judge it.
 
 The record is a :class:`~coursetools.grade.records.record.Record` (statuses are
 :class:`~coursetools.grade.records.record.Status` members), turned into the JSON object of
-``record.json`` only where :mod:`.report` writes it.
+``record.json`` only where :mod:`coursetools.grade.records.record_io` writes it.
 """
 
 from __future__ import annotations

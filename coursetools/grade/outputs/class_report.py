@@ -30,7 +30,7 @@ from pathlib import Path
 
 from coursetools.grade.grading import similarity
 from coursetools.grade.grading.parse_worker import read_record_answers
-from coursetools.grade.outputs.report import STATUS_MEANING
+from coursetools.grade.outputs.feedback import STATUS_MEANING
 from coursetools.grade.outputs.scores import ClassScores
 from coursetools.grade.records import record as record_module
 from coursetools.grade.records.escape import visible

@@ -3,9 +3,9 @@
 :func:`publish` computes the class's :class:`~coursetools.grade.outputs.scores.ClassScores`
 (records + roster + overrides + manual scores + late policy) and renders from it
 
-* ``OUT/grades.csv`` (:func:`coursetools.grade.outputs.report.write_gradebook`),
+* ``OUT/grades.csv`` (:func:`coursetools.grade.outputs.feedback.write_gradebook`),
 * ``OUT/<student>/results.json`` (:func:`coursetools.grade.outputs.results.results_json`),
-* ``OUT/feedback/<student>.md`` (:func:`coursetools.grade.outputs.report.feedback_markdown`),
+* ``OUT/feedback/<student>.md`` (:func:`coursetools.grade.outputs.feedback.feedback_markdown`),
 * ``OUT/report.html`` (:func:`coursetools.grade.outputs.class_report.build_report`),
 * ``OUT/strays.txt`` (files of the download that are not submissions).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coursetools.grade.outputs import class_report, report
+from coursetools.grade.outputs import class_report, feedback, gradebook
 from coursetools.grade.outputs.results import results_json
 from coursetools.grade.outputs.scores import ClassInfo, ClassScores, Grade, compute
 from coursetools.grade.records.escape import visible
@@ -41,7 +41,7 @@ def write_learner(out: Path, grade: Grade, scores: ClassScores) -> None:
     layout = Out(Path(out))
     show = scores.info.show_hidden_inputs
     name = scores.info.assignment
-    _write(layout.feedback(grade.student), report.feedback_markdown(grade, name, show))
+    _write(layout.feedback(grade.student), feedback.feedback_markdown(grade, name, show))
     _write(layout.results(grade.student), json.dumps(results_json(grade, show), indent=2) + "\n")
 
 
@@ -55,7 +55,7 @@ def publish(out: Path, overrides_csv: Path | None = None, report_html: bool = Tr
             info.overrides = str(Path(overrides_csv).resolve())
             info.save(out)
     scores = compute(out, overrides_csv)
-    report.write_gradebook(out, scores)
+    gradebook.write_gradebook(out, scores)
     for grade in scores.grades:
         if layout.record(grade.student).is_file():
             write_learner(out, grade, scores)

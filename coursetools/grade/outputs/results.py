@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from coursetools.grade.outputs.report import (
+from coursetools.grade.outputs.feedback import (
     after_hidden,
     case_details,
     case_label,

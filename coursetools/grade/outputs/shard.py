@@ -38,10 +38,10 @@ from pathlib import Path
 
 from coursetools.grade.grading.submission import Submission
 from coursetools.grade.outputs import publish
-from coursetools.grade.outputs.report import write_record
 from coursetools.grade.outputs.scores import ClassScores
 from coursetools.grade.records.paths import Out, atomic_write
 from coursetools.grade.records.record import Record, Status
+from coursetools.grade.records.record_io import write_record
 from coursetools.grade.records.roster import ROSTER
 
 SHARE_FILE = ".coursetools-share.json"  # in a share's output folder: which share, which class

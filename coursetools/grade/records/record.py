@@ -208,7 +208,7 @@ class Record:
 
     A record has one of two shapes, and :meth:`to_dict` writes each in its own key order:
 
-    * a **pending** record (``runs`` is None: nothing was run; :func:`.report.pending_record`):
+    * a **pending** record (``runs`` is None: nothing was run; :func:`.record_io.pending_record`):
       student, file, status, exercises, total, max, notes, review, incidents, then ``digest``
       when one is set (a submission the grader failed on);
     * a **graded** record (``runs`` is a count, 0 when the notebook could not be read):

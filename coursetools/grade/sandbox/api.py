@@ -43,8 +43,6 @@ from coursetools.grade.sandbox.host import UNSHARE_FLAGS as UNSHARE_FLAGS
 from coursetools.grade.sandbox.host import Confinement as Confinement
 from coursetools.grade.sandbox.host import MemoryGroup as MemoryGroup
 from coursetools.grade.sandbox.host import RunGroup as RunGroup
-from coursetools.grade.sandbox.host import _cgroup_mounts as _cgroup_mounts
-from coursetools.grade.sandbox.host import _cgroup_roots as _cgroup_roots
 from coursetools.grade.sandbox.host import _uid_processes as _uid_processes
 from coursetools.grade.sandbox.host import allocate_uids as allocate_uids
 from coursetools.grade.sandbox.host import command as command
@@ -55,17 +53,8 @@ from coursetools.grade.sandbox.host import release_uids as release_uids
 from coursetools.grade.sandbox.host import sweep_memory_groups as sweep_memory_groups
 from coursetools.grade.sandbox.parent import build_root as build_root
 from coursetools.grade.sandbox.parent import enter as enter
-from coursetools.grade.sandbox.parent import open_up
 from coursetools.grade.sandbox.parent import set_dumpable as set_dumpable
 from coursetools.grade.sandbox.shared import HOME as HOME
 from coursetools.grade.sandbox.shared import IsolationReport as IsolationReport
 from coursetools.grade.sandbox.shared import SandboxConfig as SandboxConfig
-from coursetools.grade.sandbox.shared import load_libc as _libc  # noqa: F401 - test_unprivileged calls it
 from coursetools.grade.sandbox.shared import set_pdeathsig as set_pdeathsig
-
-
-def _open_up(libc, needed: list[str], stage: str, report: dict) -> None:
-    """:func:`~coursetools.grade.sandbox.parent.open_up`, the folders it covers added to
-    ``report["opened"]``: the form ``tests/grader/sandbox/test_unprivileged.py`` calls in its own mount
-    namespace before it drops to uid 65534 (the grader builds its root without it)."""
-    open_up(libc, needed, stage, report["opened"])

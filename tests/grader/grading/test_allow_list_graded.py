@@ -16,7 +16,7 @@ from attnlib.checks import get_exercise
 from coursetools.grade import batch
 from coursetools.grade.grading import runner
 from coursetools.grade.grading.submission import Submission, file_digest
-from coursetools.grade.outputs import report
+from coursetools.grade.outputs import gradebook
 from coursetools.grade.outputs.scores import ClassInfo, Sources, build
 from coursetools.grade.records.record import Record, Status
 
@@ -81,4 +81,4 @@ def test_an_answer_outside_the_allow_list_is_held_for_review(records, name, reas
     info = ClassInfo(assignment="04-scaling-softmax", points={EX: 2.0}, students=[data.student])
     grade = build(info, {data.student: data}, Sources({}, {}, [], {}, None, [], False)).grades[0]
     assert grade.total is None
-    assert reason in report.short_notes(data)
+    assert reason in gradebook.short_notes(data)

@@ -26,7 +26,7 @@ from attnlib.checks import get_exercise
 from coursetools.grade import batch, gradescope
 from coursetools.grade.grading import runner
 from coursetools.grade.grading.submission import Submission, file_digest
-from coursetools.grade.outputs import report
+from coursetools.grade.outputs import feedback
 from coursetools.grade.outputs.scores import ClassInfo, Sources, build
 from coursetools.grade.records.record import Record
 
@@ -83,7 +83,7 @@ def _grade(record: Record):
 def _learner_texts(record: Record, show: bool) -> dict[str, str]:
     grade = _grade(record)
     return {
-        "feedback": report.feedback_markdown(grade, "00-how-to-use", show),
+        "feedback": feedback.feedback_markdown(grade, "00-how-to-use", show),
         "gradescope": json.dumps(gradescope.results_json(grade, show), ensure_ascii=False),
     }
 
@@ -121,7 +121,7 @@ def test_a_later_cells_error_shows_neither_its_type_nor_its_text(graded):
     assert "`ValueError`" not in feedback
     if errors:
         assert "SHAPES" in errors[0]["text"] and errors[0].get("after_hidden"), record.cell_errors
-        assert report.RAISED in feedback
+        assert feedback.RAISED in feedback
         assert "SHAPES" in _learner_texts(record, show=True)["feedback"]
 
 
@@ -132,12 +132,12 @@ def test_each_hidden_case_name_would_otherwise_be_enumerable():
         "s", incidents=[f"{EX}, case {n!r}: the process was killed by SIGKILL" for n in HIDDEN_NAMES]
     )
     record.exercises = _grade_like(record)
-    texts = report.learner_incidents(record)
+    texts = feedback.learner_incidents(record)
     assert [t.split(":")[0] for t in texts] == [
         f"{EX}, hidden case {k}" for k in range(1, len(HIDDEN_NAMES) + 1)
     ]
     assert not any(_leaks(t) for t in texts)
-    assert report.learner_incidents(record, show_hidden_inputs=True) == record.incidents
+    assert feedback.learner_incidents(record, show_hidden_inputs=True) == record.incidents
 
 
 def _grade_like(record: Record) -> dict:

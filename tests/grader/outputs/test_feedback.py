@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from coursetools.grade.grading import parse_worker, runner
-from coursetools.grade.outputs import report
+from coursetools.grade.outputs import feedback
 from coursetools.grade.outputs.scores import ClassInfo, Sources, build
 from coursetools.grade.records.record import Record
 
@@ -23,7 +23,7 @@ def _feedback(record: dict, show: bool) -> str:
     info = ClassInfo(assignment="09-test", points={"ex-9-1": 2.0}, students=[record["student"]])
     sources = Sources({}, {}, [], {}, None, [], False)
     grade = build(info, {record["student"]: Record.from_dict(record)}, sources).grades[0]
-    return report.feedback_markdown(grade, "09-test", show)
+    return feedback.feedback_markdown(grade, "09-test", show)
 
 
 def test_hidden_cases_show_their_verdict_but_not_their_inputs_by_default():

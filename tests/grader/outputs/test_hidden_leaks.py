@@ -29,7 +29,8 @@ from attnlib.checks import all_exercises, get_exercise
 from attnlib.checks.judge import CaseResult, _failed, error_hint, name_mistakes
 from coursetools.grade import batch, gradescope
 from coursetools.grade.grading import runner, verdict
-from coursetools.grade.outputs import report
+from coursetools.grade.outputs import feedback as learner_feedback
+from coursetools.grade.outputs import gradebook
 from coursetools.grade.outputs.scores import ClassInfo, Sources, build
 from coursetools.grade.records.events import CaseEvent, CaseKind
 from coursetools.grade.records.paths import Out
@@ -47,7 +48,7 @@ def _grade(record: Record, points: dict[str, float]):
 def _learner_texts(record: Record, points: dict[str, float], show: bool = False) -> dict[str, str]:
     grade = _grade(record, points)
     return {
-        "feedback": report.feedback_markdown(grade, "99-test", show),
+        "feedback": learner_feedback.feedback_markdown(grade, "99-test", show),
         "results.json": json.dumps(gradescope.results_json(grade, show), ensure_ascii=False),
     }
 
@@ -108,8 +109,8 @@ def test_after_a_hidden_case_the_learner_reads_a_fixed_vocabulary():
     for door, text in _learner_texts(record, points).items():
         leaks = [s for s in SECRETS if s in text]
         assert leaks == [], (door, leaks, text)
-        assert report.CRASHED in text, door
-        assert report.RAISED in text and report.WRONG_OUTPUT in text, door
+        assert learner_feedback.CRASHED in text, door
+        assert learner_feedback.RAISED in text and learner_feedback.WRONG_OUTPUT in text, door
         assert "did not finish within 3 s" in text, door  # the verdict's own words stay
     feedback = _learner_texts(record, points)["feedback"]
     # a visible case before every hidden case keeps its detail, as in the notebook
@@ -124,7 +125,7 @@ def test_after_a_hidden_case_the_learner_reads_a_fixed_vocabulary():
 
 def test_the_gradebook_names_no_exit_code_or_signal_after_a_hidden_case():
     record, points = _record()
-    notes = report.short_notes(record)
+    notes = gradebook.short_notes(record)
     assert "code 44" not in notes and "SIGUSR1" not in notes, notes
     assert "exited with code 7" in notes  # before every hidden case: the instructor's detail stays
     assert "hidden: a batch (2, 4, 4)" in notes  # the instructor's gradebook names the case
@@ -138,21 +139,22 @@ def test_results_json_holds_no_time():
 
 
 def test_learner_message_keeps_only_the_verdicts_own_words():
-    assert report.learner_message("raised HX_1: x", True) == report.RAISED
-    assert report.learner_message("values differ at [0]: expected 1, got 5", True) == report.WRONG_OUTPUT
+    assert learner_feedback.learner_message("raised HX_1: x", True) == learner_feedback.RAISED
+    message = learner_feedback.learner_message("values differ at [0]: expected 1, got 5", True)
+    assert message == learner_feedback.WRONG_OUTPUT
     assert (
-        report.learner_message("the output could not be read: array of dtype <U3", True)
-        == report.WRONG_OUTPUT
+        learner_feedback.learner_message("the output could not be read: array of dtype <U3", True)
+        == learner_feedback.WRONG_OUTPUT
     )
-    assert report.learner_message("raised HX_1: x", False) == "raised HX_1: x"
+    assert learner_feedback.learner_message("raised HX_1: x", False) == "raised HX_1: x"
     exercise = get_exercise(fixtures.EX)
     settings = runner.Settings(out=fixtures.ROOT / "unused", timeout_cell=3.0)
     for case in exercise.cases:
         for kind in (CaseKind.TIMEOUT, CaseKind.DIED, CaseKind.TIMEOUT_SKIPPED, CaseKind.DIED_SKIPPED):
             message = verdict.judge(exercise, case, CaseEvent(kind), settings).message
-            assert report.learner_message(message, True) == message, message  # fixed words pass
+            assert learner_feedback.learner_message(message, True) == message, message  # fixed words pass
     forbidden = verdict._verdict(exercise, fixtures.EX, exercise.cases[0], ["numpy.matmul"], {}, settings)
-    assert report.learner_message(forbidden.message, True) == forbidden.message
+    assert learner_feedback.learner_message(forbidden.message, True) == forbidden.message
 
 
 # --------------------------------------------------------------------------- hints (quick)
@@ -305,13 +307,13 @@ def test_what_the_learners_code_chose_after_a_hidden_case_stays_with_the_instruc
             assert error.get("after_hidden"), error
             assert error["etype"] == "HX_2_3_5_4_2_3_7_4" or error["line"] == 8, error
         if record.cell_errors:
-            assert report.RAISED in texts["feedback"]
+            assert learner_feedback.RAISED in texts["feedback"]
     elif student == "exit-code":
         assert "exited with code 44" in instructor, record.incidents
-        assert report.CRASHED in texts["feedback"] and f"{EX}, hidden case 1" in texts["feedback"]
+        assert learner_feedback.CRASHED in texts["feedback"] and f"{EX}, hidden case 1" in texts["feedback"]
     elif student == "signal":
         assert "SIGUSR1" in instructor, record.incidents
-        assert report.CRASHED in texts["feedback"]
+        assert learner_feedback.CRASHED in texts["feedback"]
 
 
 @pytest.mark.slow

@@ -154,11 +154,11 @@ def test_the_written_answer_loop_says_what_to_run_next_and_what_it_merged(tmp_pa
     """Issue 43.6: no "the scores are final" while a written answer waits, the next commands
     named; ``overrides`` confirms the written scores it merged; report.html shows the question."""
     from coursetools.grade import commands
-    from coursetools.grade.outputs import report
+    from coursetools.grade.outputs import progress
     from coursetools.grade.outputs.scores import compute
 
     out = _class(tmp_path, {"ada": "Yes: 64 numbers are plenty.", "grace": "No.", "alan": "Maybe."})
-    text = report.summary(compute(out), "none", 1.0, out=out)
+    text = progress.summary(compute(out), "none", 1.0, out=out)
     assert "the scores are final" not in text
     assert "written answers not scored yet: q-00-1 (3 of 3)" in text
     assert f"python -m coursetools.grade manual {out}" in text
@@ -175,7 +175,7 @@ def test_the_written_answer_loop_says_what_to_run_next_and_what_it_merged(tmp_pa
     assert "0 overrides applied; 3 written scores merged (q-00-1 3 of 3); 0 problem(s) below" in said
     assert "merged: ada q-00-1: not judged -> 1.5 (right idea) (written answer, graded by hand)" in said
     assert "not scored yet" not in said
-    text = report.summary(compute(out), "none", 1.0, out=out)
+    text = progress.summary(compute(out), "none", 1.0, out=out)
     assert "ran to the end; the scores are final" in text and "not scored yet" not in text
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "not scored yet" not in page

@@ -28,7 +28,7 @@ from markdown_it import MarkdownIt
 from coursetools.grade import batch
 from coursetools.grade.grading.submission import Submission
 from coursetools.grade.lms import intake
-from coursetools.grade.outputs import report
+from coursetools.grade.outputs import progress
 from coursetools.grade.outputs.publish import publish
 from coursetools.grade.outputs.scores import compute
 from coursetools.grade.records import escape
@@ -162,7 +162,7 @@ def test_every_output_escapes_learner_text(tmp_path, capsys):
     assert "<script" not in page and "<img src=x" not in page and not _unsafe_chars(page)
     results = [json.loads(p.read_text()) for p in out.glob("*/results.json")]
     assert results and not any(_unsafe_chars(json.dumps(r, ensure_ascii=False)) for r in results)
-    summary = report.summary(compute(out), "none", 1.0)
+    summary = progress.summary(compute(out), "none", 1.0)
     assert not _unsafe_chars(summary)
     from coursetools.grade.lms import export
 

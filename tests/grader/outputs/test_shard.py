@@ -38,9 +38,9 @@ from coursetools.grade.__main__ import main
 from coursetools.grade.grading.submission import Submission, file_digest
 from coursetools.grade.outputs import shard as sharding
 from coursetools.grade.outputs.publish import publish
-from coursetools.grade.outputs.report import write_record
 from coursetools.grade.outputs.shard import MergeError, Shard, merge, share_of
 from coursetools.grade.records.record import ExerciseResult, Record, Status
+from coursetools.grade.records.record_io import write_record
 from coursetools.grade.records.store import ClassInfo
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -34,6 +34,7 @@ import pytest
 from coursetools.grade import batch
 from coursetools.grade.grading.runner import Settings
 from coursetools.grade.sandbox import api as sandbox
+from coursetools.grade.sandbox import host
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -220,7 +221,7 @@ def _run_groups() -> list[str]:
     """cgroup folders of this test process's grader (slot and run groups) that are still there."""
     left = []
     pattern = f"coursetools-grade-{os.getpid()}-*"
-    for _kind, top in sandbox._cgroup_mounts() + sandbox._cgroup_roots():
+    for _kind, top in host._cgroup_mounts() + host._cgroup_roots():
         left += [str(p) for p in Path(top).glob(pattern)]
         left += [str(p) for p in Path(top).glob(f"{pattern}/{pattern}")]
     return left

@@ -47,8 +47,6 @@ WIRE_KEYS = ["mode", "network", "readonly", "root", "hidden", "opened", "uid", "
         ("sweep_memory_groups", sandbox_host),
         ("kill_uid", sandbox_host),
         ("_uid_processes", sandbox_host),
-        ("_cgroup_mounts", sandbox_host),
-        ("_cgroup_roots", sandbox_host),
         ("MemoryGroup", sandbox_host),
         ("RunGroup", sandbox_host),
         ("SANDBOX_UID_BASE", sandbox_host),

@@ -4,7 +4,7 @@ Run as root, these tests run the grader again as uid 65534 (``nobody``): a mount
 namespace (``unshare --mount``) covers each folder on the way to the interpreter
 that other users cannot enter (``/root``, where pyenv's Python lives) with a
 tmpfs that holds just the needed entry (the grader's own
-``sandbox._open_up``), so the host's permissions are never changed; ``setpriv``
+``sandbox.parent.open_up``), so the host's permissions are never changed; ``setpriv``
 drops to the uid with no groups; a fresh folder of that uid is its ``HOME`` and
 pytest's ``--basetemp``. The grader then runs as a non-root user: it grades with
 the isolation it can get (``userns`` where unprivileged user namespaces are
@@ -41,13 +41,14 @@ NOBODY = 65534
 SETUP = """
 import json, os, sys
 sys.path.insert(0, {root!r})
-from coursetools.grade.sandbox import api as sandbox
+from coursetools.grade.sandbox.parent import open_up
+from coursetools.grade.sandbox.shared import load_libc
 home, argv = {home!r}, json.loads({argv!r})
 needed = sorted({{os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, {python!r}, {root!r})}})
 report = {{"opened": []}}
 stage = os.path.join(home, ".stage")
 os.makedirs(stage, exist_ok=True)
-sandbox._open_up(sandbox._libc(), needed, stage, report)
+open_up(load_libc(), needed, stage, report["opened"])
 os.rmdir(stage)
 env = {{"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
        "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OPENED": ",".join(report["opened"])}}

@@ -27,8 +27,8 @@ import pytest
 from coursetools.grade import batch
 from coursetools.grade.grading import submission
 from coursetools.grade.grading.runner import Settings
-from coursetools.grade.outputs import report
 from coursetools.grade.records import wire
+from coursetools.grade.records.record import number
 from coursetools.grade.sandbox import api as sandbox
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -132,8 +132,8 @@ def test_each_submission_gets_the_right_score_and_status(graded, student):
     record = graded["records"][_student_id(student)]
     detail = json.dumps({k: record.get(k) for k in ("status", "incidents", "review", "notes", "cell_errors")})
     assert row["status"] == status, detail
-    assert row["ex-00-1"] == ("" if score is None else report.number(score)), detail
-    assert row["total"] == ("" if total is None else report.number(total)), detail
+    assert row["ex-00-1"] == ("" if score is None else number(score)), detail
+    assert row["total"] == ("" if total is None else number(total)), detail
     assert row["max"] == "1"
 
 

@@ -15,7 +15,8 @@ import pytest
 from fixtures import QUESTION, STEM, _class, _fill, _grades, _nb, _sheet, _zip
 
 from coursetools.grade.lms import intake
-from coursetools.grade.outputs import manual, report, scores
+from coursetools.grade.outputs import manual, scores
+from coursetools.grade.outputs.progress import Progress, summary
 from coursetools.grade.outputs.publish import publish
 from coursetools.grade.records.record import Record
 
@@ -37,7 +38,7 @@ def test_a_written_answer_graded_by_hand_is_not_a_change_of_the_instructor(tmp_p
     text = _feedback(out, "ada")
     assert "What your instructor changed" not in text
     assert "q-00-1: 1.5 / 2: right idea" in text  # it is graded where written answers are
-    assert "changed by the instructor" not in report.summary(final, "", 1.0)
+    assert "changed by the instructor" not in summary(final, "", 1.0)
     assert "changed by the instructor" not in (out / "report.html").read_text(encoding="utf-8")
     # an override is a change: it alone is listed
     (out / "overrides.csv").write_text("student,exercise,points,reason\nada,ex-9-1,0.5,regraded\n")
@@ -45,7 +46,7 @@ def test_a_written_answer_graded_by_hand_is_not_a_change_of_the_instructor(tmp_p
     text = _feedback(out, "ada")
     changed = text.split("## What your instructor changed", 1)[1].split("##", 1)[0]
     assert "ex-9-1: 1 -> 0.5 (regraded)" in changed and QUESTION not in changed
-    assert "1 learners with a score changed by the instructor" in report.summary(final, "", 1.0)
+    assert "1 learners with a score changed by the instructor" in summary(final, "", 1.0)
 
 
 @pytest.mark.slow
@@ -117,7 +118,7 @@ def test_progress_lines_show_the_final_total_out_of_every_point(tmp_path):
     sources = scores.Sources.load(out, info)
     record = Record.from_dict(json.loads((out / "ada" / "record.json").read_text()))
     stream = io.StringIO()
-    progress = report.Progress(2, stream)
+    progress = Progress(2, stream)
     grade = scores.build(info, {"ada": record}, sources).by_student()["ada"]
     progress.update(record, grade=grade)
     assert stream.getvalue().rstrip().endswith("ada: graded -/3 (automatic 1/1)")

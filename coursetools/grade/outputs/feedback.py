@@ -1,127 +1,25 @@
-"""What the grader writes: the gradebook, feedback, progress and summary, rendered from
-the class's final scores (:class:`coursetools.grade.outputs.scores.ClassScores`, the one source
-of truth; :mod:`.publish` writes them all).
-
-Layout of the output folder: :mod:`coursetools.grade.records.paths`.
-
-Every file is written to a temporary name and moved into place with
-:func:`os.replace`, so an interrupted run (even ``kill -9``) leaves either the
-old file or the new one, never half of one. Every learner-controlled text goes
-through :mod:`.escape` for where it is read (spreadsheet cells, Markdown, terminal).
-"""
+"""The feedback a learner reads (``OUT/feedback/<student>.md``), rendered from one learner's final
+grade: scores, cases, named mistakes and hints, cells named as the learner sees them, and
+nothing of a hidden case beyond its verdict (issue 34.3) unless the instructor asks.
+Every learner-controlled text goes through :mod:`coursetools.grade.records.escape`."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from coursetools.grade.outputs.scores import describe
-from coursetools.grade.records.escape import csv_cell, md_block, md_code, terminal, visible
-from coursetools.grade.records.paths import Out, atomic_write
-from coursetools.grade.records.record import CELL_REF, CaseStatus, ExerciseResult, Record, Status, number
+from coursetools.grade.records.escape import md_block, md_code, visible
+from coursetools.grade.records.record import CELL_REF, CaseStatus, Record, Status, number
 
-RECORD = "record.json"
 STATUS_MEANING = {status.value: status.meaning for status in Status}
 
 
-def load_record(out: Path, student: str) -> dict | None:
-    path = Out(Path(out)).record(student)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return record if isinstance(record, dict) and record.get("student") == student else None
-
-
-def write_record(out: Path, record: Record) -> None:
-    """The grader's record as ``record.json`` (written last for a learner: it marks the learner
-    finished)."""
-    atomic_write(Out(Path(out)).record(record.student), json.dumps(record.to_dict(), indent=1) + "\n")
-
-
-def pending_record(student: str, file: str, assignment_points: dict[str, float]) -> Record:
-    """The record of a learner not graded yet: every exercise unscored (``runs`` is None)."""
-    return Record(
-        student,
-        file,
-        exercises={k: ExerciseResult(k, v, None) for k, v in assignment_points.items()},
-        max=float(sum(assignment_points.values())),
-    )
-
-
-def short_notes(record: Record) -> str:
-    """The gradebook's ``notes``: incidents and review reasons, cells named as the learner sees them."""
-    early = _before_hidden(record)
-    parts = [fixed_incident(str(t), early) for t in record.incidents or []] + list(record.review)
-    if record.status is Status.UNREADABLE:
-        parts += record.notes
-    return "; ".join(relabel(parts, record.cell_labels))[:300]
-
-
-# --------------------------------------------------------------------------- the gradebook
-
-
-def _upload(grade) -> str:
+def upload(grade) -> str:
     """The name the learner gave the file that was graded (the roster's ``upload``, recorded by
     the intake)."""
     return grade.roster.get("upload", "")
-
-
-ROSTER_COLUMNS = ["student_id", "name", "late", "duplicates"]
-
-
-def gradebook_rows(scores) -> list[list[str]]:
-    """``grades.csv`` as rows of text: the header, then one row per learner (escaped cells)."""
-    with_roster = any(g.roster for g in scores.grades)
-    items = scores.items
-    header = ["student", *(ROSTER_COLUMNS if with_roster else []), *items, "total", "max", "status", "notes"]
-    if scores.adjustable:
-        header.append("adjustments")
-    rows = [header]
-    for grade in scores.grades:
-        roster = (
-            [
-                grade.roster.get("student_id", ""),
-                grade.roster.get("name", ""),
-                grade.roster.get("late", ""),
-                str(grade.files) if grade.files > 1 else "",
-            ]
-            if with_roster
-            else []
-        )
-        notes = short_notes(grade.record)
-        upload = grade.roster.get("file", "")
-        if grade.status is Status.UNREADABLE and upload and not upload.endswith(".ipynb"):
-            notes = f"not a notebook: {_upload(grade)} (the learner's upload)"
-        row = [
-            grade.student,
-            *roster,
-            *(number(grade.scores.get(item)) for item in items),
-            number(grade.total),
-            number(grade.max),
-            grade.status.value,
-            notes,
-        ]
-        if scores.adjustable:
-            row.append(grade.describe_adjustments())
-        rows.append([csv_cell(cell) for cell in row])
-    return rows
-
-
-def write_gradebook(out: Path, scores) -> None:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(gradebook_rows(scores))
-    atomic_write(Out(Path(out)).grades, buffer.getvalue())
-
-
-# --------------------------------------------------------------------------- feedback
 
 
 def cell_label(labels: dict, index) -> str:
@@ -164,13 +62,6 @@ def _grader_lines(texts: list[str], labels: dict) -> list[str]:
     return [md_block("\n".join(lines)), ""] if lines else []
 
 
-# --------------------------------------------------------------------------- hidden cases (issue 34.3)
-#
-# Without --show-hidden-inputs the learner never reads what a hidden case holds: not its name
-# (it describes the inputs), not the text of an error raised after a hidden case was evaluated
-# (the learner's code may have recorded the inputs and put them in a message), not the last
-# output of a process that died (it may print them). The instructor's files keep everything.
-
 WITHHELD = "the message is shown to your instructor only: it came after hidden cases were evaluated"
 
 
@@ -192,7 +83,11 @@ def hidden_labels(record: Record) -> list[tuple[str, str, str]]:
 # error was raised at, nor a process's exit code or signal, nor the time it took. What the
 # learner reads there is a fixed vocabulary: an error, a wrong output, a timeout, a crash.
 CRASHED = "the process crashed"
+
+
 _EXIT = re.compile(r"the process (?:exited with code -?\d+|was killed by [\w ]+|died)\b")
+
+
 # the verdicts' own words (coursetools.grade.grading.verdict): no learner text in them
 _FIXED = re.compile(
     r"did not finish within [\d.e+]+ s|not run: an earlier case of this exercise (?:did not finish|crashed "
@@ -200,7 +95,11 @@ _FIXED = re.compile(
     r"|not attempted yet|not allowed: the answer uses [\w., ]+, an existing implementation of what it "
     r"computes \(scores 0[^()]*\)"
 )
+
+
 RAISED = f"raised an error ({WITHHELD})"
+
+
 WRONG_OUTPUT = f"a wrong output ({WITHHELD})"
 
 
@@ -344,16 +243,16 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
         lines += _grader_lines(learner_incidents(record, show_hidden_inputs), labels)
     if status is Status.UNREADABLE:
         lines += ["## Your file could not be read", ""]
-        if upload and _upload(grade).lower().endswith(".ipynb"):
+        if upload and upload(grade).lower().endswith(".ipynb"):
             lines += [
-                f"Your notebook {md_code(_upload(grade))} could not be read as a notebook (it is damaged, "
+                f"Your notebook {md_code(upload(grade))} could not be read as a notebook (it is damaged, "
                 "or not in Jupyter's format): open it in Jupyter, check that it shows your work, save it "
                 "and upload it again.",
                 "",
             ]
         elif upload:
             lines += [
-                f"You uploaded {md_code(_upload(grade))}; the grader needs your notebook (an `.ipynb` file).",
+                f"You uploaded {md_code(upload(grade))}; the grader needs your notebook (an `.ipynb` file).",
                 "",
             ]
         lines += _grader_lines(record.notes, labels)
@@ -417,115 +316,4 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
         lines.append("")
     if record.notes:
         lines += ["## Notes", ""] + _grader_lines(record.notes, labels)
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- console
-
-
-class Progress:
-    """A one-line progress bar on a terminal, one line per submission otherwise."""
-
-    def __init__(self, total: int, stream=None):
-        self.total = total
-        self.done = 0
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.start = time.monotonic()
-
-    def update(self, record: Record, skipped: bool = False, grade=None) -> None:
-        """One more submission; ``grade`` (its :class:`~coursetools.grade.outputs.scores.Grade`) gives the
-        final total out of every item's points, as grades.csv and the feedback show it (the
-        automatic total beside it when they differ: written answers, overrides, a late penalty)."""
-        self.done += 1
-        elapsed = time.monotonic() - self.start
-        width = 24
-        filled = int(width * self.done / max(self.total, 1))
-        bar = "#" * filled + "-" * (width - filled)
-        what = "kept (already graded)" if skipped else record.status.value
-        if grade is not None:
-            score = f"{number(grade.total) or '-'}/{number(grade.max)}"
-            if (grade.total, grade.max) != (record.total, record.max):
-                score += f" (automatic {number(record.total) or '-'}/{number(record.max)})"
-        else:
-            score = f"{number(record.total) or '-'}/{number(record.max)}"
-        line = f"[{bar}] {self.done}/{self.total} {elapsed:5.1f}s  {terminal(record.student)}: {what} {score}"
-        if self.tty:
-            self.stream.write("\r\x1b[K" + line[:160])
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def written_left(scores) -> dict[str, int]:
-    """``{question: learners whose answer is not scored yet}`` of the written questions
-    graded by hand that still wait for a score (empty when every answer is scored)."""
-    left = {q: sum(g.scores.get(q) is None for g in scores.grades) for q in scores.info.manual}
-    return {q: n for q, n in left.items() if n}
-
-
-def written_next(out: Path | str | None, left: dict[str, int], learners: int) -> list[str]:
-    """What to run next while written answers wait for their scores (empty when none wait)."""
-    if not left:
-        return []
-    where = terminal(str(out)) if out else "OUT"
-    which = ", ".join(f"{terminal(q)} ({n} of {learners})" for q, n in left.items())
-    return [
-        f"written answers not scored yet: {which}; the totals are not final until they are:",
-        f"  1. python -m coursetools.grade manual {where}   (a review page and a score sheet per question)",
-        f"  2. fill points and comment in {where}/manual/<question>.csv",
-        f"  3. python -m coursetools.grade overrides {where}   (merges them into every output)",
-    ]
-
-
-def summary(scores, isolation: str, seconds: float, out: Path | None = None) -> str:
-    """The command line's summary, from the class's final scores (the same as report.html);
-    ``out``: the output folder, named in what to run next."""
-    counts: dict[Status, int] = {}
-    for grade in scores.grades:
-        counts[grade.status] = counts.get(grade.status, 0) + 1
-    left = written_left(scores)
-    lines = ["", "status        count  meaning"]
-    for status in sorted(counts, key=list(Status).index):
-        meaning = status.meaning
-        if status is Status.GRADED and left:  # never "final" while a written answer waits
-            meaning = "ran to the end; the total waits for the written answers graded by hand"
-        lines.append(f"{status.value:<13} {counts[status]:>5}  {meaning}")
-    lines.append("")
-    lines.append(f"{'exercise':<13} {'mean':>6} {'max':>5}  (final scores, over submissions with a score)")
-    for item in scores.items:
-        vals = [g.scores[item] for g in scores.grades if g.scores.get(item) is not None]
-        mean = number(sum(vals) / len(vals)) if vals else "-"
-        top = scores.info.points.get(item, scores.info.manual.get(item, 0))
-        lines.append(f"{terminal(item)[:13]:<13} {mean:>6} {number(top):>5}")
-    lines.append("")
-    lines.append(scores.mean_text())
-    adjusted = [g for g in scores.grades if g.changes]  # a written answer graded is not a change
-    if adjusted:
-        lines.append(
-            f"{len(adjusted)} learners with a score changed by the instructor (grades.csv: adjustments)"
-        )
-    attention = [g for g in scores.grades if g.status is not Status.GRADED]
-    if attention:
-        lines.append("")
-        lines.append(
-            "to look at: " + ", ".join(f"{terminal(g.student)} ({g.status.value})" for g in attention[:30])
-        )
-        if len(attention) > 30:
-            lines.append(f"... and {len(attention) - 30} more (see grades.csv)")
-    if scores.info.strays:
-        lines.append("")
-        lines.append(
-            "not submissions (not graded, listed in strays.txt): "
-            + ", ".join(terminal(s) for s in scores.info.strays[:20])
-        )
-    for problem in scores.problems:
-        lines.append(f"problem: {terminal(problem)}")
-    if left:
-        lines.append("")
-        lines += written_next(out, left, len(scores.grades))
-    lines.append("")
-    lines.append(f"{len(scores.grades)} submissions in {seconds:.1f} s; isolation: {terminal(isolation)}")
     return "\n".join(lines)
