@@ -16,7 +16,7 @@ from coursetools.grade.records.record import CELL_REF, CaseStatus, Record, Statu
 STATUS_MEANING = {status.value: status.meaning for status in Status}
 
 
-def upload(grade) -> str:
+def upload_name(grade) -> str:
     """The name the learner gave the file that was graded (the roster's ``upload``, recorded by
     the intake)."""
     return grade.roster.get("upload", "")
@@ -243,16 +243,17 @@ def feedback_markdown(grade, assignment_name: str, show_hidden_inputs: bool = Fa
         lines += _grader_lines(learner_incidents(record, show_hidden_inputs), labels)
     if status is Status.UNREADABLE:
         lines += ["## Your file could not be read", ""]
-        if upload and upload(grade).lower().endswith(".ipynb"):
+        name = upload_name(grade)
+        if upload and name.lower().endswith(".ipynb"):
             lines += [
-                f"Your notebook {md_code(upload(grade))} could not be read as a notebook (it is damaged, "
+                f"Your notebook {md_code(name)} could not be read as a notebook (it is damaged, "
                 "or not in Jupyter's format): open it in Jupyter, check that it shows your work, save it "
                 "and upload it again.",
                 "",
             ]
         elif upload:
             lines += [
-                f"You uploaded {md_code(upload(grade))}; the grader needs your notebook (an `.ipynb` file).",
+                f"You uploaded {md_code(name)}; the grader needs your notebook (an `.ipynb` file).",
                 "",
             ]
         lines += _grader_lines(record.notes, labels)

@@ -8,7 +8,7 @@ import csv
 import io
 from pathlib import Path
 
-from coursetools.grade.outputs.feedback import _before_hidden, fixed_incident, relabel
+from coursetools.grade.outputs.feedback import _before_hidden, fixed_incident, relabel, upload_name
 from coursetools.grade.records.escape import csv_cell
 from coursetools.grade.records.paths import Out, atomic_write
 from coursetools.grade.records.record import Record, Status, number
@@ -48,7 +48,7 @@ def gradebook_rows(scores) -> list[list[str]]:
         notes = short_notes(grade.record)
         upload = grade.roster.get("file", "")
         if grade.status is Status.UNREADABLE and upload and not upload.endswith(".ipynb"):
-            notes = f"not a notebook: {upload(grade)} (the learner's upload)"
+            notes = f"not a notebook: {upload_name(grade)} (the learner's upload)"
         row = [
             grade.student,
             *roster,

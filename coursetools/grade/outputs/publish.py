@@ -3,7 +3,7 @@
 :func:`publish` computes the class's :class:`~coursetools.grade.outputs.scores.ClassScores`
 (records + roster + overrides + manual scores + late policy) and renders from it
 
-* ``OUT/grades.csv`` (:func:`coursetools.grade.outputs.feedback.write_gradebook`),
+* ``OUT/grades.csv`` (:func:`coursetools.grade.outputs.gradebook.write_gradebook`),
 * ``OUT/<student>/results.json`` (:func:`coursetools.grade.outputs.results.results_json`),
 * ``OUT/feedback/<student>.md`` (:func:`coursetools.grade.outputs.feedback.feedback_markdown`),
 * ``OUT/report.html`` (:func:`coursetools.grade.outputs.class_report.build_report`),
