@@ -368,6 +368,8 @@ def write_model(app, exception) -> None:
         web_export.export_chapter_model(cache)
         LOG.info(f"course_explorers: trained chapter 10's model for the page -> {cache.name}")
     shutil.copy2(cache, target)
+    # chapter 12's checkpoint, whatever weights are shipped now (no training: about 1 s)
+    web_export.export_chapter_char_model(target.parent / web_export.CHAR_MODEL_FILE)
     # the quizzes as JSON beside the explorers, for tests and tools that read the site
     quizzes = {}
     for path in sorted((root / QUESTIONS_DIR).glob("ch[0-9][0-9].yml")):
