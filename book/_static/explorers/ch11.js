@@ -174,6 +174,9 @@
     return R[0];
   }
 
+  /* three decimals, a minus sign for a minus (no exponents: these are shares between 0 and 1) */
+  function fixed(v) { return v.toFixed(3).replace(/-/g, "\u2212"); }
+
   function argmax(row) { var b = 0; for (var i = 1; i < row.length; i++) if (row[i] > row[b]) b = i; return b; }
   function grid(values, side) { /* a row of N patch values -> side x side rows */
     var out = [];
@@ -195,13 +198,15 @@
   function build(root, model, status) {
     var c = model.c, size = c.image_size, side = model.side, p = c.patch_size, full = model.levels;
     var examples = model.test.examples;
+    var axis = []; /* a map's rows and columns: the patch grid's */
+    for (var a = 0; a < side; a++) axis.push(String(a + 1));
     var s = { pixels: examples[0].pixels.map(function (row) { return row.slice(); }), example: 0, drawn: false, r: 0, col: 0 };
 
     var controls = C.el("div", { class: "ce-controls" });
     root.insertBefore(controls, status);
     var pick = C.select(controls, { name: "digit", label: "a test digit", value: 0,
-      options: examples.map(function (e, i) { return [i, "a " + e.label + " (test image " + e.index + ")"]; }),
-      onInput: function (v) { load(Number(v)); } });
+      options: examples.map(function (e, i) { return [i, "a " + e.label + " (test image " + e.index + ")"]; }).concat([["drawn", "your drawing"]]),
+      onInput: function (v) { if (v !== "drawn") load(Number(v)); } });
     var buttons = C.el("div", { class: "ce-buttons" });
     root.insertBefore(buttons, status);
     C.button(buttons, "Clear the grid (draw your own)", function () {
@@ -268,8 +273,8 @@
       var top = Math.max.apply(null, o.mine.concat(o.mean).concat([1e-12]));
       var shade = function (v) { return v / top; };
       var box = C.el("div", { class: "ce-pair" });
-      box.appendChild(C.table({ name: o.name, caption: o.caption + ": this image", values: grid(o.mine, side), digits: 3, shade: shade }));
-      box.appendChild(C.table({ name: "mean-" + o.name, caption: o.caption + ": mean over the test set", values: grid(o.mean, side), digits: 3, shade: shade }));
+      box.appendChild(C.table({ name: o.name, caption: o.caption + ": this image", values: grid(o.mine, side), cols: axis, rows: axis, text: fixed, shade: shade }));
+      box.appendChild(C.table({ name: "mean-" + o.name, caption: o.caption + ": mean over the test set", values: grid(o.mean, side), cols: axis, rows: axis, text: fixed, shade: shade }));
       return box;
     }
 
@@ -285,6 +290,7 @@
         });
       });
       var ex = examples[s.example];
+      pick.value = s.drawn ? "drawn" : String(s.example);
       C.setInputs(root, { pixels: px, source: s.drawn ? "drawn" : "test", index: s.drawn ? null : ex.index, label: s.drawn ? null : ex.label });
       var out = model.run(px), T = model.N + 1;
       var probs = C.softmax(out.logits), best = argmax(out.logits);
@@ -293,10 +299,9 @@
 
       var classes = out.logits.map(function (_, k) { return String(k); });
       view.appendChild(C.el("h4", { class: "ce-subtitle", text: "What the model says" }));
-      view.appendChild(C.el("div", { class: "ce-tables" },
-        C.table({ name: "probs", caption: "Probability of each class", cols: classes, rows: ["probability"], values: [probs], digits: 3,
-          shade: function (v) { return v; } }),
-        C.table({ name: "logits", caption: "Logits", cols: classes, rows: ["logit"], values: [out.logits], digits: 3 })));
+      view.appendChild(C.table({ name: "classes", caption: "Each class: its probability and its logit", cols: ["probability", "logit"],
+        rows: classes, values: probs.map(function (v, k) { return [v, out.logits[k]]; }), text: fixed,
+        shade: function (v, i, j) { return j === 0 ? v : 0; } }));
 
       var patchBox = C.el("details", { class: "ce-patches" }, C.el("summary", { text: "The " + model.N + " patches as the model reads them (" + p * p + " pixels each, 0 to 1)" }));
       patchBox.appendChild(C.table({ name: "patches", caption: "Patch n is patch-row n / " + side + ", patch-column n % " + side + "; its pixels row by row",
@@ -324,14 +329,15 @@
       var heads = out.attention[0].map(function (_, h) { return "head " + (h + 1); });
       var blocks = out.attention.map(function (_, l) { return "block " + (l + 1); });
       view.appendChild(C.el("div", { class: "ce-tables" },
-        C.table({ name: "attn-self", caption: "The class token's weight on itself: this image", cols: heads, rows: blocks, values: selfRows, digits: 3 }),
-        C.table({ name: "mean-attn-self", caption: "The class token's weight on itself: mean over the test set", cols: heads, rows: blocks, values: meanSelf, digits: 3 })));
+        C.table({ name: "attn-self", caption: "The class token's weight on itself: this image", cols: heads, rows: blocks, values: selfRows, text: fixed }),
+        C.table({ name: "mean-attn-self", caption: "The class token's weight on itself: mean over the test set", cols: heads, rows: blocks, values: meanSelf, text: fixed })));
 
       view.appendChild(C.el("h4", { class: "ce-subtitle", text: "The attention rollout" }));
       var roll = out.rollout, meanRoll = Array.prototype.slice.call(model.test.rollout);
       view.appendChild(C.el("div", { class: "ce-tables" },
         pair({ name: "rollout", caption: "Rollout of the class token", mine: roll.slice(1), mean: meanRoll.slice(1) }),
-        C.table({ name: "rollout-minus-mean", caption: "This image's rollout minus the mean", values: grid(roll.slice(1).map(function (v, n) { return v - meanRoll[n + 1]; }), side), digits: 3 })));
+        C.table({ name: "rollout-minus-mean", caption: "This image's rollout minus the mean", cols: axis, rows: axis, text: fixed,
+          values: grid(roll.slice(1).map(function (v, n) { return v - meanRoll[n + 1]; }), side) })));
       /* the share on ink, as attnlib.chapters.vit_controls measures it: maps normalised over the patches */
       var mass = roll.slice(1).reduce(function (a, b) { return a + b; }, 0);
       var ink = model.patchify(px).map(function (pt) { return pt.some(function (v) { return v > 0; }) ? 1 : 0; });
@@ -340,14 +346,13 @@
       ink.forEach(function (on, n) { if (on) { own += roll[n + 1] / mass; byMean += model.test.rolloutNormalised[n]; } });
       var shares = [[own, byMean, inked / model.N]];
       view.appendChild(C.table({ name: "ink", caption: "Share of the rollout on patches with ink (rollout over the patches scaled to sum to 1)",
-        cols: ["this image's map", "the mean map", "an even spread"], rows: ["on ink"], values: shares, digits: 3 }));
+        cols: ["this image's map", "the mean map", "an even spread"], rows: ["on ink"], values: shares, text: fixed }));
 
       var what = s.drawn ? "Your drawing" : "Test image " + ex.index + " (labelled " + ex.label + ")";
       status.textContent = what + ": the model says " + best + " with probability " + C.fmt(probs[best], 3) + ". " +
         "Rollout on this image's ink " + C.fmt(own, 3) + ", the mean map's " + C.fmt(byMean, 3) + ", an even spread's " + C.fmt(inked / model.N, 3) +
         (inked ? "." : " (the grid is blank: nothing is ink).") + " The model: " + model.name + ", test accuracy " + C.fmt(model.test.accuracy, 3) + ".";
     }
-    pick.value = "0";
     update();
   }
 })();
