@@ -425,7 +425,7 @@ def check_explorer(driver, url: str, shot: str) -> None:
             ".filter(e => e.offsetParent !== null).map(e => e.dataset.knob);",
             root,
         )
-        assert set(s) <= set(visible), (s, visible)
+        assert set(visible) == set(s) | {"pattern", "n", "layers"}, (s, visible)
 
     # the grid by keyboard: Tab lands on one cell, the arrows move, the focus ring shows
     _set(driver, root, "pattern", "window")
@@ -453,6 +453,13 @@ def check_explorer(driver, url: str, shot: str) -> None:
         "return arguments[0].querySelectorAll('[role=grid] [tabindex=\"0\"]').length;", root
     )
     assert tab_stops == 1
+    # every control in the page takes focus (a pattern's unused knobs are taken out, not hidden)
+    unfocusable = driver.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('input, select, button')).filter(e =>"
+        " { e.focus(); return document.activeElement !== e; }).map(e => e.dataset.knob);",
+        root,
+    )
+    assert not unfocusable, unfocusable
     # every control has a name
     unnamed = driver.execute_script(
         "return Array.from(arguments[0].querySelectorAll('input, select')).filter(e =>"

@@ -177,6 +177,8 @@
       onInput: function (v) { s.place = v; update(); } });
     slider("sinks", "sinks (the first tokens)", 0, 8);
     slider("layers", "layers L", 1, 16);
+    var controlOf = {};
+    Object.keys(knobs).forEach(function (name) { controlOf[name] = knobs[name].closest(".ce-control"); });
 
     var helpId = "ce13-help-" + Math.random().toString(36).slice(2, 8);
     root.appendChild(C.el("p", { class: "ce-help", id: helpId, text: "The mask: row i is query i, column j is key j " +
@@ -187,7 +189,8 @@
     root.appendChild(gridBox);
     var focused = C.el("p", { class: "ce-help ce-focused", text: "" });
     root.appendChild(focused);
-    root.appendChild(C.el("p", { class: "ce-caption", text: "What the last query has read after 1, 2, \u2026, L layers" }));
+    root.appendChild(C.el("p", { class: "ce-caption", text: "What the last query has read after 1, 2, \u2026, L layers " +
+      "(dark: read; orange: the last query itself)" }));
     var strips = C.el("div", { class: "ce-pgrid ce-strips", "aria-hidden": "true" });
     root.appendChild(strips);
     var fieldText = C.el("p", { class: "ce-field" });
@@ -268,10 +271,11 @@
     function update() {
       bound("window", s.n); bound("stride", s.n); bound("block", s.n); bound("summary", s.block);
       bound("globals", Math.min(4, s.n)); bound("sinks", Math.min(8, s.n));
-      ["window", "stride", "block", "summary", "globals", "place", "sinks"].forEach(function (name) {
-        var used = USES[s.pattern].indexOf(name) >= 0, control = knobs[name].closest(".ce-control");
-        control.hidden = !used;
-        control.style.display = used ? "" : "none"; /* .ce-control's display: flex would show it */
+      /* only the pattern's own knobs are in the page (not hidden ones: every control there can take focus) */
+      ["window", "stride", "block", "summary", "globals", "place", "sinks", "layers"].forEach(function (name) {
+        var control = controlOf[name];
+        if (name === "layers" || USES[s.pattern].indexOf(name) >= 0) controls.appendChild(control); /* in this order */
+        else if (control.parentNode) control.parentNode.removeChild(control);
       });
       var r = P.build(s), n = s.n;
       if (size !== n) build(n);
