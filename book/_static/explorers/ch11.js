@@ -217,7 +217,7 @@
     }, "clear");
 
     var helpId = "ce-draw-help-" + Math.random().toString(36).slice(2, 8);
-    root.insertBefore(C.el("p", { class: "ce-help", id: helpId, text: "Draw on the 8\u00d78 grid: press a pixel to ink it fully or rub it out. " +
+    root.insertBefore(C.el("p", { class: "ce-help", id: helpId, text: "Draw on the " + size + "\u00d7" + size + " grid: press a pixel to ink it fully or rub it out. " +
       "With the keyboard: Tab reaches the grid once, the arrow keys move, Space or Enter switches the pixel. The thicker lines cut it into the model's " +
       side * side + " patches of " + p + "\u00d7" + p + " pixels." }), status);
     var draw = C.el("div", { class: "ce-pixels", role: "group", "aria-label": "the image, " + size + " by " + size + " pixels", "aria-describedby": helpId });
