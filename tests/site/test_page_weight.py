@@ -347,8 +347,11 @@ LAZY_FILES = (
     "ch09.js",
     "ch10.js",
     "ch10-copy.json",
+    "ch11.js",
+    "ch11-vit.json",
     "ch12.js",
     "ch12-char-model.bin",
+    "ch13.js",
 )
 EXPLORER_RESOURCES_JS = """
 return performance.getEntriesByType('resource')
