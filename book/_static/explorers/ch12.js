@@ -278,7 +278,15 @@
 
     function range(n) { var out = []; for (var i = 0; i < n; i++) out.push(i); return out; }
     function running() { return s.timer !== null; }
-    function syncSampling() { temperature.disabled = greedy.checked; topk.disabled = greedy.checked; }
+    /* Greedy ignores the temperature and top-k; they stay operable (a disabled control takes no focus,
+       and a keyboard reader could not reach it to read its value), marked as not in use. */
+    function syncSampling() {
+      [temperature, topk].forEach(function (e) {
+        var box = e.closest(".ce-control");
+        if (box) box.classList.toggle("ce-unused", greedy.checked);
+        e.setAttribute("aria-description", greedy.checked ? "not used while greedy is ticked" : "");
+      });
+    }
 
     file.addEventListener("change", function () {
       var f = file.files && file.files[0];
