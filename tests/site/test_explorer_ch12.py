@@ -80,7 +80,8 @@ def small_site(tmp_path_factory):
     (html / "book").mkdir()
     (html / "book" / "12-real-text.html").write_text(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Chapter 12</title><link rel="icon" href="data:,">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Chapter 12</title>'
+        '<link rel="icon" href="data:,">'
         '<link rel="stylesheet" href="../_static/explorers/explorers.css">'
         '<script defer src="../_static/explorers/loader.js"></script></head>'
         f"<body><main><h1>A Transformer on real text</h1>{course_explorers.explorer_html(item, '12', 0)}"
