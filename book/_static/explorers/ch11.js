@@ -286,7 +286,7 @@
           b.style.background = "rgb(" + bg + "," + bg + "," + bg + ")";
           b.setAttribute("aria-pressed", px[i][j] > 0 ? "true" : "false");
           b.setAttribute("aria-label", "row " + (i + 1) + ", column " + (j + 1) + ": " + (px[i][j] > 0 ? "ink " + px[i][j] + " of " + full : "blank") +
-            " (patch " + (Math.floor(i / p) * side + Math.floor(j / p)) + ")");
+            " (patch " + (Math.floor(i / p) * side + Math.floor(j / p) + 1) + ")");
         });
       });
       var ex = examples[s.example];
@@ -305,13 +305,13 @@
 
       var patchBox = C.el("details", { class: "ce-patches" }, C.el("summary", { text: "The " + model.N + " patches as the model reads them (" + p * p + " pixels each, 0 to 1)" }));
       patchBox.appendChild(C.table({ name: "patches", caption: "Patch n is patch-row n / " + side + ", patch-column n % " + side + "; its pixels row by row",
-        cols: out.patches[0].map(function (_, k) { return "pixel " + (k + 1); }), rows: out.patches.map(function (_, n) { return "patch " + n; }),
+        cols: out.patches[0].map(function (_, k) { return "pixel " + (k + 1); }), rows: out.patches.map(function (_, n) { return "patch " + (n + 1); }),
         values: out.patches, digits: 4, shade: function (v) { return v; } }));
       patchBox.open = wasOpen;
       view.appendChild(patchBox);
       view.appendChild(C.el("h4", { class: "ce-subtitle", text: "The class token's attention on the " + model.N + " patches, head by head" }));
       view.appendChild(C.el("p", { class: "ce-help", text: "Each " + side + "\u00d7" + side + " map is one row of attention weights laid on the patch grid, " +
-        "beside the same row averaged over the " + model.test.n + " test images: the part that position alone explains. " +
+        "beside the same row averaged over the " + model.test.n + " test images: what position alone gives. " +
         "The rest of each row is the class token's weight on itself (the table after the maps)." }));
       var selfRows = [], meanSelf = [];
       out.attention.forEach(function (heads, l) {

@@ -234,8 +234,7 @@
     promptBox.value = s.prompt;
     root.insertBefore(C.el("div", { class: "ce-control ce-prompt-control" },
       C.el("label", { for: promptBox.id, text: "Prompt (the text the model continues)" }), promptBox,
-      C.el("span", { id: promptBox.id + "-help", class: "ce-help",
-        text: "Enter starts from the prompt; Shift+Enter makes a new line. The model knows the 65 characters of Tiny Shakespeare." })), status);
+      C.el("span", { id: promptBox.id + "-help", class: "ce-help", "data-name": "prompt-help" })), status);
 
     var sampleBox = C.el("div", { class: "ce-controls" });
     root.insertBefore(sampleBox, status);
@@ -257,7 +256,7 @@
 
     var pick = C.el("div", { class: "ce-controls" });
     root.insertBefore(pick, status);
-    var layerSel = C.select(pick, { name: "layer", label: "attention of layer", value: 0, onInput: function () { render(); },
+    var layerSel = C.select(pick, { name: "layer", label: "attention of block", value: 0, onInput: function () { render(); },
       options: range(model.c.num_layers).map(function (l) { return [l, String(l + 1)]; }) });
     var headSel = C.select(pick, { name: "head", label: "head", value: 0, onInput: function () { render(); },
       options: range(model.c.num_heads).map(function (h) { return [h, String(h + 1)]; }) });
@@ -270,9 +269,17 @@
     root.insertBefore(C.el("div", { class: "ce-buttons" }, back), status);
     var modelLine = C.el("p", { class: "ce-model" });
     root.insertBefore(modelLine, status);
-    root.insertBefore(C.el("p", { class: "ce-help", text: "Sampling draws from this page's own seeded generator (mulberry32): " +
-      "the same seed gives the same text here, but not the text torch.multinomial draws in a notebook. Greedy text is attnlib's. " +
-      "The model reads at most " + model.c.max_len + " characters: when the text grows past them, it keeps the last half and reads it again." }), status);
+    var helpLine = C.el("p", { class: "ce-help", "data-name": "help" });
+    root.insertBefore(helpLine, status);
+    /* what the texts say of the model is rebuilt for each model: a reader's own may have another window */
+    function describe(m) {
+      root.querySelector("[data-name='prompt-help']").textContent = "Enter starts from the prompt; Shift+Enter makes a new line. " +
+        "The model knows " + m.c.vocab_size + " characters" + (m === chapterModel ? ", those of Tiny Shakespeare." : ".");
+      helpLine.textContent = "Sampling draws from this page's own seeded generator (mulberry32), from the seed set when the text " +
+        "starts from the prompt: the same seed gives the same text here, but not the text torch.multinomial draws in a notebook. " +
+        "Greedy text is attnlib's while it fits the model's window of " + m.c.max_len + " characters; when the text grows past it, " +
+        "the model keeps the last half and reads it again.";
+    }
     var view = C.el("div", { class: "ce-lm" });
     root.appendChild(view);
 
@@ -343,11 +350,13 @@
       root.dataset.model = which;
       adopt(run);
       setLayers(next); /* after the state: its layers and heads are the new model's */
+      describe(next);
       render(message || (which === "chapter" ? "Back to the chapter's model. " : ""));
     }
     function adopt(run) {
       s.st = run.st; s.ids = run.ids; s.from = run.from; s.promptLength = run.ids.length;
-      s.rand = C.rng(Number(seed.value) >>> 0);
+      s.seedUsed = Number(seed.value) >>> 0;
+      s.rand = C.rng(s.seedUsed);
       promptBox.removeAttribute("aria-invalid");
     }
     promptBox.addEventListener("keydown", function (e) { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); restart(); } });
@@ -409,10 +418,10 @@
       var weights = st.attention[layer][head], current = s.ids.length - 1;
       C.setInputs(root, { ids: s.ids, from: s.from, layer: layer, head: head, greedy: greedy.checked,
         temperature: Number(temperature.value), top_k: Number(topk.value) });
-      modelLine.textContent = "Running " + model.name + " (" + model.params + " parameters, " + model.c.num_layers + " layers of " +
+      modelLine.textContent = "Running " + model.name + " (" + model.params + " parameters, " + model.c.num_layers + " blocks of " +
         model.c.num_heads + " heads, " + model.c.vocab_size + " characters).";
       view.innerHTML = "";
-      view.appendChild(C.el("h4", { class: "ce-subtitle", text: "The text, shaded by layer " + (layer + 1) + ", head " + (head + 1) +
+      view.appendChild(C.el("h4", { class: "ce-subtitle", text: "The text, shaded by block " + (layer + 1) + ", head " + (head + 1) +
         "'s attention from the last character" }));
       var text = C.el("p", { class: "ce-text", "data-name": "text" });
       s.ids.forEach(function (id, i) {
@@ -429,7 +438,7 @@
       });
       view.appendChild(text);
       var order = range(weights.length).sort(function (a, b) { return weights[b] - weights[a]; }).slice(0, 3);
-      view.appendChild(C.el("p", { class: "ce-attn-summary", text: "Layer " + (layer + 1) + ", head " + (head + 1) + ", reading from \u201c" +
+      view.appendChild(C.el("p", { class: "ce-attn-summary", text: "Block " + (layer + 1) + ", head " + (head + 1) + ", reading from \u201c" +
         show(model.chars[s.ids[current]]) + "\u201d (character " + (current + 1) + "), looks most at " + order.map(function (j) {
           return "\u201c" + show(model.chars[s.ids[s.from + j]]) + "\u201d " + (j === weights.length - 1 ? "(itself)" : (weights.length - 1 - j) + " back") +
             " " + C.fmt(weights[j], 2);
@@ -446,10 +455,13 @@
         cols: model.chars.map(show), rows: ["logit"], values: [st.logits], digits: 3 }));
       view.appendChild(more);
       var written = s.ids.length - s.promptLength;
+      /* a live region read aloud: while writing, speak every 20th character's line only */
+      if (running() && written % 20 !== 0) return;
       status.textContent = (prefix || "") + (running() ? "Writing\u2026 " : "") + written + " characters written after the prompt" +
-        (greedy.checked ? " (greedy)" : " (sampled, seed " + seed.value + ")") + "; the model's window holds " + n + " of " + model.c.max_len + ".";
+        (greedy.checked ? " (greedy)" : " (sampled, seed " + s.seedUsed + ")") + "; the model's window holds " + n + " of " + model.c.max_len + ".";
     }
     syncSampling();
+    describe(model);
     restart();
   }
 })();
