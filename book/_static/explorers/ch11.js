@@ -206,15 +206,17 @@
     root.insertBefore(controls, status);
     var pick = C.select(controls, { name: "digit", label: "a test digit", value: 0,
       options: examples.map(function (e, i) { return [i, "a " + e.label + " (test image " + e.index + ")"]; }).concat([["drawn", "your drawing"]]),
-      onInput: function (v) { if (v !== "drawn") load(Number(v)); } });
+      /* "your drawing" chosen before anything is drawn starts one from a blank grid */
+      onInput: function (v) { if (v !== "drawn") load(Number(v)); else if (!s.drawn) clearGrid(false); } });
     var buttons = C.el("div", { class: "ce-buttons" });
     root.insertBefore(buttons, status);
-    C.button(buttons, "Clear the grid (draw your own)", function () {
+    function clearGrid(focus) {
       s.pixels = s.pixels.map(function (row) { return row.map(function () { return 0; }); });
       s.drawn = true;
       update();
-      focusCell(s.r, s.col);
-    }, "clear");
+      if (focus) focusCell(s.r, s.col);
+    }
+    C.button(buttons, "Clear the grid (draw your own)", function () { clearGrid(true); }, "clear");
 
     var helpId = "ce-draw-help-" + Math.random().toString(36).slice(2, 8);
     root.insertBefore(C.el("p", { class: "ce-help", id: helpId, text: "Draw on the " + size + "\u00d7" + size + " grid: press a pixel to ink it fully or rub it out. " +
