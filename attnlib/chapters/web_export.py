@@ -154,15 +154,9 @@ def export_model(model: tiny_lm.TinyDecoderLM, path: str | Path, name: str = "")
     return path
 
 
-def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.TinyDecoderLM:
-    """A TinyDecoderLM (eval mode) with the weights of an exported file (or its dict)."""
-    data = path_or_dict
-    if not isinstance(data, dict):
-        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
-    if data.get("format") != FORMAT:
-        raise ValueError(f"load_model: not an {FORMAT} file (format {data.get('format')!r})")
-    c = data["config"]
-    model = tiny_lm.TinyDecoderLM(
+def _model_from_config(c: dict) -> tiny_lm.TinyDecoderLM:
+    """The untrained TinyDecoderLM an exported config describes (both file formats share it)."""
+    return tiny_lm.TinyDecoderLM(
         d_model=c["d_model"],
         num_heads=c["num_heads"],
         d_ff=max(c["d_ff"], 1),
@@ -175,6 +169,16 @@ def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.Tiny
         feed_forward=c["feed_forward"],
         layer_norm_eps=c["layer_norm_eps"],
     )
+
+
+def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.TinyDecoderLM:
+    """A TinyDecoderLM (eval mode) with the weights of an exported file (or its dict)."""
+    data = path_or_dict
+    if not isinstance(data, dict):
+        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
+    if data.get("format") != FORMAT:
+        raise ValueError(f"load_model: not an {FORMAT} file (format {data.get('format')!r})")
+    model = _model_from_config(data["config"])
     state = {}
     for key, t in data["tensors"].items():
         array = np.frombuffer(base64.b64decode(t["data"]), dtype="<f4").reshape(t["shape"])
@@ -297,20 +301,7 @@ def load_char_model(
     """(model in eval mode, its characters) from a file :func:`export_char_model` wrote (or its bytes)."""
     data = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
     header, values = _read_char_file(data)
-    c = header["config"]
-    model = tiny_lm.TinyDecoderLM(
-        d_model=c["d_model"],
-        num_heads=c["num_heads"],
-        d_ff=max(c["d_ff"], 1),
-        num_layers=c["num_layers"],
-        max_len=c["max_len"],
-        vocab_size=c["vocab_size"],
-        norm_first=c["norm_first"],
-        residual=c["residual"],
-        layer_norm=c["layer_norm"],
-        feed_forward=c["feed_forward"],
-        layer_norm_eps=c["layer_norm_eps"],
-    )
+    model = _model_from_config(header["config"])
     state = {}
     for t in header["tensors"]:
         size = int(np.prod(t["shape"], dtype=np.int64))
