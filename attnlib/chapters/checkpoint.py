@@ -5,8 +5,8 @@
 embeddings from N(0, 0.02²)), larger than the page's (:data:`CONFIG`), with
 the page's practice (AdamW, weight decay on the matrices, warm-up and cosine
 decay, clipping: :func:`attnlib.chapters.char_lm.lr_at`,
-:func:`attnlib.chapters.char_lm.param_groups`) for :data:`STEPS` steps on one
-thread, and writes ``data/char_checkpoint.pt`` (the float32 state dict) and
+:func:`attnlib.chapters.char_lm.param_groups`) for :data:`STEPS` steps on two
+threads, and writes ``data/char_checkpoint.pt`` (the float32 state dict) and
 ``data/char_checkpoint.json`` (the log: configuration, seed, the losses of the
 first 20 steps, the training curve, the held-out loss beside the bigram table's
 on the same windows, the heads measured at several steps along the run, the
@@ -70,17 +70,17 @@ LOG_PATH = DATA_DIR / "char_checkpoint.json"
 SEED = 0
 CONTEXT = 128
 CONFIG = {"d_model": 128, "num_heads": 4, "d_ff": 512, "num_layers": 4}  # 0.82M parameters, tied
-BATCH = 16
-STEPS = 1200
-PRACTICE = {"peak_lr": 4e-3, "warmup_steps": 100, "min_lr": 4e-4, "weight_decay": 0.1, "clip": 1.0}
-THREADS = 1
-EVAL_EVERY = 100  # held-out loss on the fixed windows
+BATCH = 32
+STEPS = 3300
+PRACTICE = {"peak_lr": 1.5e-3, "warmup_steps": 100, "min_lr": 1.5e-4, "weight_decay": 0.1, "clip": 1.0}
+THREADS = 2  # torch's default on a 2-core machine
+EVAL_EVERY = 250  # held-out loss on the fixed windows
 EVAL_COUNT = 128  # held-out windows of CONTEXT + 1 characters (eval_windows, seed 1234)
 HEAD_COUNT = 32  # held-out windows the heads are measured on (the first of the eval windows)
 INDUCTION_HALF = 64  # repeated random sequences of 2 x 64 tokens
 CURVE_EVERY = 25  # the training loss is logged as the mean of each 25 steps
 FIRST_STEPS = 20  # the losses of these steps are logged as they are, for a bit-for-bit check
-HEAD_STEPS = (0, 30, 60, 120, 250, 500, 800)  # and after the last step
+HEAD_STEPS = (0, 30, 60, 120, 250, 500, 1000, 2000)  # and after the last step
 SAMPLE_SEED = 0
 SAMPLE_PROMPT = "\n"
 SAMPLE_CHARS = 127

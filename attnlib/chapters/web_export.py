@@ -18,6 +18,14 @@ Example (in the chapter-10 exercise notebook)::
 
     from attnlib.chapters import web_export
     web_export.export_model(model, "my-copy-model.json")  # then open it in the chapter's page
+
+Chapter 12's character model (the shipped checkpoint, or a learner's) goes to the page in a
+binary file instead (3.3 MB of float32 is too much for base64 JSON): :func:`export_char_model`
+writes ``ATTNCHAR``, a little-endian uint32 header length, a JSON header (configuration, the
+characters of the vocabulary, each tensor's name, shape and offset) padded to 4 bytes, then
+every weight as little-endian float32. ``book/_static/explorers/ch12.js`` reads it;
+:func:`export_chapter_char_model` writes the shipped checkpoint (the book's build calls it)
+and :func:`load_char_model` reads a file back (tests/site/test_explorer_ch12.py).
 """
 
 from __future__ import annotations
@@ -34,10 +42,16 @@ from torch import nn
 from attnlib.chapters import tiny_lm
 
 __all__ = [
+    "CHAR_FORMAT",
+    "CHAR_MODEL_FILE",
     "FORMAT",
+    "char_model_to_bytes",
+    "export_chapter_char_model",
     "export_chapter_model",
+    "export_char_model",
     "export_model",
     "forward_with_attention",
+    "load_char_model",
     "load_model",
     "model_to_dict",
 ]
@@ -79,17 +93,7 @@ def model_to_dict(model: tiny_lm.TinyDecoderLM, name: str = "") -> dict:
             f"export_model: model must be an attnlib.chapters.tiny_lm.TinyDecoderLM, got {type(model)}"
         )
     config = _config(model)
-    for i, block in enumerate(model.blocks):
-        if block.activation != "relu":
-            raise ValueError(
-                f"export_model: model.blocks[{i}] uses {block.activation!r}; the page runs relu only"
-            )
-        if block.attn.q_proj.bias is None:
-            raise ValueError(
-                f"export_model: model.blocks[{i}] has projections without bias; the page needs them"
-            )
-        if {k: v for k, v in _config_of_block(block).items()} != _config_of_block(model.blocks[0]):
-            raise ValueError(f"export_model: model.blocks[{i}] differs from model.blocks[0] in its switches")
+    _check_blocks(model, "export_model")
     if config["vocab_size"] != tiny_lm.COPY_VOCAB_SIZE:
         raise ValueError(
             f"export_model: model has {config['vocab_size']} tokens; "
@@ -116,6 +120,18 @@ def model_to_dict(model: tiny_lm.TinyDecoderLM, name: str = "") -> dict:
     }
 
 
+def _check_blocks(model: tiny_lm.TinyDecoderLM, who: str) -> None:
+    """ValueError for a block the page does not run: an activation other than relu,
+    projections without bias, blocks that differ from each other in their switches."""
+    for i, block in enumerate(model.blocks):
+        if block.activation != "relu":
+            raise ValueError(f"{who}: model.blocks[{i}] uses {block.activation!r}; the page runs relu only")
+        if block.attn.q_proj.bias is None:
+            raise ValueError(f"{who}: model.blocks[{i}] has projections without bias; the page needs them")
+        if _config_of_block(block) != _config_of_block(model.blocks[0]):
+            raise ValueError(f"{who}: model.blocks[{i}] differs from model.blocks[0] in its switches")
+
+
 def _config_of_block(block) -> dict:
     return {
         "norm_first": block.norm_first,
@@ -138,15 +154,9 @@ def export_model(model: tiny_lm.TinyDecoderLM, path: str | Path, name: str = "")
     return path
 
 
-def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.TinyDecoderLM:
-    """A TinyDecoderLM (eval mode) with the weights of an exported file (or its dict)."""
-    data = path_or_dict
-    if not isinstance(data, dict):
-        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
-    if data.get("format") != FORMAT:
-        raise ValueError(f"load_model: not an {FORMAT} file (format {data.get('format')!r})")
-    c = data["config"]
-    model = tiny_lm.TinyDecoderLM(
+def _model_from_config(c: dict) -> tiny_lm.TinyDecoderLM:
+    """The untrained TinyDecoderLM an exported config describes (both file formats share it)."""
+    return tiny_lm.TinyDecoderLM(
         d_model=c["d_model"],
         num_heads=c["num_heads"],
         d_ff=max(c["d_ff"], 1),
@@ -159,6 +169,16 @@ def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.Tiny
         feed_forward=c["feed_forward"],
         layer_norm_eps=c["layer_norm_eps"],
     )
+
+
+def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.TinyDecoderLM:
+    """A TinyDecoderLM (eval mode) with the weights of an exported file (or its dict)."""
+    data = path_or_dict
+    if not isinstance(data, dict):
+        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
+    if data.get("format") != FORMAT:
+        raise ValueError(f"load_model: not an {FORMAT} file (format {data.get('format')!r})")
+    model = _model_from_config(data["config"])
     state = {}
     for key, t in data["tensors"].items():
         array = np.frombuffer(base64.b64decode(t["data"]), dtype="<f4").reshape(t["shape"])
@@ -200,3 +220,115 @@ def export_chapter_model(path: str | Path) -> Path:
             f"export_chapter_model: expected the chapter's accuracy above 0.9, got {accuracy:.3f}"
         )
     return export_model(model, path, name="chapter 10's model (seed 0, 500 steps)")
+
+
+# --- chapter 12: a character model, in a binary file ------------------------------------------
+
+CHAR_FORMAT = "attnlib-char-lm"
+CHAR_VERSION = 1
+CHAR_MAGIC = b"ATTNCHAR"
+CHAR_MODEL_FILE = "ch12-char-model.bin"  # the chapter's model on the site (_static/explorers/models/)
+
+
+def char_model_to_bytes(model: tiny_lm.TinyDecoderLM, chars, name: str = "") -> bytes:
+    """``model`` (a character model of chapter 12) and its vocabulary ``chars`` (the characters
+    of token ids 0 .. V-1, as :class:`attnlib.chapters.char_lm.CharVocab`'s ``chars``) as the
+    bytes of the page's binary file (see the module's docstring).
+
+    Raises TypeError for anything but a TinyDecoderLM, ValueError for a block the page does not
+    run or a vocabulary whose size is not the model's.
+    """
+    if not isinstance(model, tiny_lm.TinyDecoderLM):
+        raise TypeError(
+            f"export_char_model: model must be an attnlib.chapters.tiny_lm.TinyDecoderLM, got {type(model)}"
+        )
+    chars = list(getattr(chars, "chars", chars))
+    config = _config(model)
+    _check_blocks(model, "export_char_model")
+    if len(chars) != config["vocab_size"] or len(set(chars)) != len(chars):
+        raise ValueError(
+            f"export_char_model: the model has {config['vocab_size']} tokens but the vocabulary "
+            f"has {len(chars)} characters ({len(set(chars))} distinct)"
+        )
+    if any(not isinstance(c, str) or len(c) != 1 for c in chars):
+        raise ValueError("export_char_model: every token of the vocabulary must be one character")
+    arrays, tensors, offset = [], [], 0
+    for key, value in model.state_dict().items():  # a tied head is written twice (33 kB)
+        array = value.detach().to("cpu", torch.float32).contiguous().numpy().astype("<f4")
+        tensors.append({"name": key, "shape": list(array.shape), "offset": offset})
+        arrays.append(array.ravel())
+        offset += array.size
+    header = {
+        "format": CHAR_FORMAT,
+        "version": CHAR_VERSION,
+        "name": name,
+        "config": config,
+        "vocabulary": {"chars": chars},
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "values": offset,
+        "tensors": tensors,
+    }
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(len(CHAR_MAGIC) + 4 + len(text)) % 4)  # the weights start on a 4-byte boundary
+    head = CHAR_MAGIC + len(text).to_bytes(4, "little") + text
+    return head + np.concatenate(arrays).astype("<f4").tobytes()
+
+
+def export_char_model(model: tiny_lm.TinyDecoderLM, chars, path: str | Path, name: str = "") -> Path:
+    """Write ``model`` with its vocabulary ``chars`` (a CharVocab or its characters) to ``path``
+    for the chapter-12 page's file picker; returns the path.
+
+    One call from the exercise notebook: ``web_export.export_char_model(model, vocab, "my-char-model.bin")``.
+    """
+    path = Path(path)
+    path.write_bytes(char_model_to_bytes(model, chars, name or path.stem))
+    return path
+
+
+def _read_char_file(data: bytes) -> tuple[dict, np.ndarray]:
+    if data[: len(CHAR_MAGIC)] != CHAR_MAGIC:
+        raise ValueError(f"load_char_model: not an {CHAR_FORMAT} file (no {CHAR_MAGIC!r} at its start)")
+    n = int.from_bytes(data[8:12], "little")
+    header = json.loads(data[12 : 12 + n].decode("utf-8"))
+    if header.get("format") != CHAR_FORMAT:
+        raise ValueError(f"load_char_model: not an {CHAR_FORMAT} file (format {header.get('format')!r})")
+    return header, np.frombuffer(data[12 + n :], dtype="<f4")
+
+
+def load_char_model(
+    path_or_bytes, dtype: torch.dtype = torch.float32
+) -> tuple[tiny_lm.TinyDecoderLM, list[str]]:
+    """(model in eval mode, its characters) from a file :func:`export_char_model` wrote (or its bytes)."""
+    data = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
+    header, values = _read_char_file(data)
+    model = _model_from_config(header["config"])
+    state = {}
+    for t in header["tensors"]:
+        size = int(np.prod(t["shape"], dtype=np.int64))
+        state[t["name"]] = torch.from_numpy(
+            values[t["offset"] : t["offset"] + size].reshape(t["shape"]).copy()
+        )
+    model.load_state_dict(state)
+    return model.to(dtype).eval(), list(header["vocabulary"]["chars"])
+
+
+def export_chapter_char_model(path: str | Path) -> Path:
+    """Write chapter 12's shipped checkpoint (:func:`attnlib.chapters.checkpoint.load_checkpoint`,
+    whatever weights are shipped now) with the Tiny Shakespeare vocabulary to ``path``."""
+    from attnlib.chapters import char_lm, checkpoint
+
+    model = checkpoint.load_checkpoint()
+    vocab = char_lm.CharVocab(char_lm.load_text())
+    log = checkpoint.load_log()
+    steps = log.get("practice", {}).get("steps")
+    val = log.get("val")
+    about = ", ".join(
+        part
+        for part in (
+            f"{steps} steps" if steps else "",
+            f"held-out loss {val:.3f} nats per character" if isinstance(val, float) else "",
+        )
+        if part
+    )
+    name = "chapter 12's checkpoint" + (f" ({about})" if about else "")
+    return export_char_model(model, vocab, path, name=name)

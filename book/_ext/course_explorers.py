@@ -18,7 +18,8 @@ where JavaScript runs, the reader can turn the knobs of an explorer and check an
 * Chapter 10's explorer runs the chapter's trained model: at the end of the build
   :func:`attnlib.chapters.web_export.export_chapter_model` trains it (the chapter's seed and
   configuration, one thread) and writes ``_static/explorers/models/ch10-copy.json``; the result
-  is cached beside the build, keyed by the code that trains it.
+  is cached beside the build, keyed by the code that trains it. Chapter 11's ViT is written the
+  same way (:func:`attnlib.chapters.vit_export.export_chapter_model`, ``ch11-vit.json``).
 
 A declared section that a chapter no longer has is a build warning (the strict build fails),
 so that a renamed heading cannot silently drop an explorer or a quiz.
@@ -368,11 +369,38 @@ def write_model(app, exception) -> None:
         web_export.export_chapter_model(cache)
         LOG.info(f"course_explorers: trained chapter 10's model for the page -> {cache.name}")
     shutil.copy2(cache, target)
+    _write_cached(app, root, CH11_MODEL_FILE, CH11_SOURCES, "attnlib.chapters.vit_export")
+    # chapter 12's checkpoint, whatever weights are shipped now (no training: about 1 s)
+    web_export.export_chapter_char_model(target.parent / web_export.CHAR_MODEL_FILE)
     # the quizzes as JSON beside the explorers, for tests and tools that read the site
     quizzes = {}
     for path in sorted((root / QUESTIONS_DIR).glob("ch[0-9][0-9].yml")):
         quizzes[path.stem] = load_quiz(root, path.stem[2:])
     (target.parent.parent / "quizzes.json").write_text(json.dumps(quizzes), encoding="utf-8")
+
+
+# --- chapter 11's ViT (attnlib.chapters.vit_export), cached as chapter 10's model is --------------
+
+CH11_MODEL_FILE = "ch11-vit.json"
+CH11_SOURCES = ("attnlib/chapters/vit.py", "attnlib/chapters/vit_export.py", "attnlib/vision.py")
+
+
+def _write_cached(app, root: Path, name: str, sources, module: str) -> None:
+    """``module.export_chapter_model`` written to ``_static/explorers/models/name``, cached beside
+    the build, keyed by ``sources``, the code chapter 10's key names and torch's version."""
+    import importlib
+
+    digest = hashlib.sha256(_model_cache_key(root).encode())
+    for rel in sources:
+        path = root / rel
+        digest.update(path.read_bytes() if path.is_file() else b"")
+    target = Path(app.outdir) / "_static" / "explorers" / "models" / name
+    cache = Path(app.outdir).parent / ".course-explorers-cache" / f"{digest.hexdigest()[:16]}-{name}"
+    if not cache.is_file():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        importlib.import_module(module).export_chapter_model(cache)
+        LOG.info(f"course_explorers: trained {name} for the page -> {cache.name}")
+    shutil.copy2(cache, target)
 
 
 def setup(app) -> dict:

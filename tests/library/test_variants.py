@@ -181,6 +181,68 @@ def test_sliding_window_attention_broadcasts_and_keeps_float32_and_half():
     torch.testing.assert_close(half.float(), expected, rtol=2e-3, atol=2e-3)
 
 
+# The same band one query block at a time (attnlib.variants.sliding._banded_loop), which large
+# problems without gradients take: the threshold lowered to 0 sends every case through it.
+@pytest.mark.parametrize(
+    ("shape", "window", "block"),
+    [
+        ((1, 1, 4), 1, 4),
+        ((2, 7, 4), 3, 2),
+        ((2, 3, 33, 8), 5, 8),
+        ((64, 8), 64, 16),
+        ((1, 50, 8), 100, 7),
+        ((3, 21, 4), 4, 4),
+        ((2, 70, 6), 9, 4),  # window > block: full blocks away from the start, a shorter last block
+        ((2, 70, 6), 3, 8),  # window < block: the two cut triangles overlap
+        ((1, 1, 64, 5), 1, 1),
+    ],
+)
+def test_the_block_at_a_time_band_equals_the_masked_softmax(monkeypatch, shape, window, block):
+    from attnlib.variants import sliding
+
+    calls = []
+    real = sliding._banded_loop
+    monkeypatch.setattr(sliding, "_LOOP_MIN_SCORES", 0)
+    monkeypatch.setattr(sliding, "_TILE_SCORES", 2 * block * (window + block))  # 2 rows per tile
+    monkeypatch.setattr(sliding, "_banded_loop", lambda *a: calls.append(a) or real(*a))
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(shape, dtype=torch.float64, generator=gen) for _ in range(3))
+    mask = sliding_window_mask(shape[-2], window)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with torch.no_grad():
+        got = sliding_window_attention(q, k, v, window, block_size=block)
+    assert len(calls) == 1  # the loop ran
+    torch.testing.assert_close(got, expected, rtol=0, atol=TOL)
+    # float32 and half: the inputs' dtype back, values to float32's rounding
+    q32, k32, v32 = (t.float() for t in (q, k, v))
+    with torch.no_grad():
+        got32 = sliding_window_attention(q32, k32, v32, window, block_size=block)
+        half = sliding_window_attention(q32.half(), k32.half(), v32.half(), window, block_size=block)
+    torch.testing.assert_close(got32, expected.float(), rtol=1e-5, atol=1e-5)
+    assert half.dtype == torch.float16
+    torch.testing.assert_close(half.float(), expected.float(), rtol=3e-3, atol=3e-3)
+
+
+def test_large_calls_without_gradients_walk_the_blocks_and_small_or_gradient_calls_do_not(monkeypatch):
+    from attnlib.variants import sliding
+
+    calls = []
+    real = sliding._banded_loop
+    monkeypatch.setattr(sliding, "_banded_loop", lambda *a: calls.append(a) or real(*a))
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 4, 2048, 16, generator=gen) for _ in range(3))  # 4.7M band scores
+    with torch.no_grad():
+        big = sliding_window_attention(q, k, v, 512, block_size=64)
+    assert len(calls) == 1
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(2048, 512))
+    torch.testing.assert_close(big, expected, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        sliding_window_attention(q[..., :256, :], k[..., :256, :], v[..., :256, :], 32, block_size=16)
+    q.requires_grad_(True)
+    sliding_window_attention(q, k, v, 512, block_size=64)  # gradients: the one-shot form
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
