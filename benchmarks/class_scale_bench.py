@@ -52,6 +52,7 @@ import nbformat  # noqa: E402
 from coursetools.grade import batch  # noqa: E402
 from coursetools.grade.grading import runner  # noqa: E402
 from coursetools.grade.lms import intake  # noqa: E402
+from coursetools.grade.lms.roster import write_roster  # noqa: E402
 from coursetools.grade.outputs.publish import publish  # noqa: E402
 from coursetools.grade.records.paths import Out  # noqa: E402
 from coursetools.grade.sandbox import api as sandbox  # noqa: E402
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     staged = intake.collect(download, out / "submissions", STEM)
-    intake.write_roster(out, staged)
+    write_roster(out, staged)
     phases["intake_s"] = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -45,7 +45,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from coursetools.grade.lms.intake import CANVAS
+from coursetools.grade.lms.canvas import CANVAS
 from coursetools.grade.outputs.late import parse_time
 from coursetools.grade.outputs.scores import ClassScores, Grade, compute, describe
 from coursetools.grade.records.escape import csv_cell, terminal, visible

@@ -21,6 +21,9 @@ import pytest
 from fixtures import STEM, _nb, _zip, exported
 
 from coursetools.grade.lms import export, intake
+from coursetools.grade.lms.canvas import CANVAS
+from coursetools.grade.lms.moodle import MOODLE_FOLDER
+from coursetools.grade.lms.roster import write_roster
 from coursetools.grade.records.roster import read_roster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,7 +105,7 @@ def test_canvas_gradebook_and_feedback_files_round_trip(tmp_path):
         ]
     )
     for name in names:  # a bulk re-upload reads the ids from the prefix, as in the download
-        match = intake.CANVAS.match(name)
+        match = CANVAS.match(name)
         assert match and roster[f"{match['login']}-{match['uid']}"]["file"].split("_")[-2] in name
     text = (
         out / "export" / "canvas" / "canvas-feedback" / f"hoppergrace_LATE_23456_78901_feedback-{STEM}.md"
@@ -142,7 +145,7 @@ def test_moodle_worksheet_and_feedback_zip_round_trip(tmp_path):
     for name in folders:  # Moodle's importer: fullname_participantid_plugintype_pluginname
         parts = name.split("_", 4)
         assert parts[1].isdigit() and parts[2:4] == ["assignsubmission", "file"]
-        assert intake.MOODLE_FOLDER.match(name)
+        assert MOODLE_FOLDER.match(name)
 
 
 def test_moodle_duplicates_say_what_was_graded(tmp_path):
@@ -159,7 +162,7 @@ def test_moodle_duplicates_say_what_was_graded(tmp_path):
     message = next(p for p in result.problems if p.startswith("grace-hopper-23456"))
     assert f"graded Grace Hopper_23456_assignsubmission_file_/{STEM} (1).ipynb" in message
     assert "the newest notebook named like the assignment" in message
-    intake.write_roster(out, result)
+    write_roster(out, result)
     rows = list(csv.DictReader(open(out / "roster.csv", encoding="utf-8")))
     reasons = {r["file"].rsplit("/", 1)[-1]: r["duplicate_of"] for r in rows}
     assert reasons == {

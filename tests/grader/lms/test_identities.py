@@ -28,6 +28,7 @@ from fixtures import STEM, _nb, _zip, exported
 from coursetools.grade import batch
 from coursetools.grade.grading.submission import find_submissions
 from coursetools.grade.lms import export, intake
+from coursetools.grade.lms.layouts import layout_of
 from coursetools.grade.outputs import manual, overrides, scores
 from coursetools.grade.records.escape import FORMULA_START, csv_cell, uncell
 from coursetools.grade.records.paths import RESERVED, reserved
@@ -114,7 +115,7 @@ def test_the_layout_is_decided_once_for_the_whole_download(tmp_path):
         folder.mkdir()
         for name in names:
             (folder / name).mkdir() if name.endswith("_") else (folder / name).write_bytes(b"{}")
-        return intake.layout_of(sorted(folder.iterdir()))
+        return layout_of(sorted(folder.iterdir()))
 
     assert layout([VICTIM, CANVAS_ATTACKS["moodle file name"]]) == "canvas"
     assert layout([VICTIM, CANVAS_ATTACKS["moodle file name"], "notes.txt"]) == "canvas"
@@ -125,7 +126,7 @@ def test_the_layout_is_decided_once_for_the_whole_download(tmp_path):
     folder = tmp_path / "both"
     folder.mkdir()
     (folder / CANVAS_ATTACKS["moodle file name"]).write_bytes(b"{}")
-    assert intake.layout_of([folder / CANVAS_ATTACKS["moodle file name"]], problems) == "canvas"
+    assert layout_of([folder / CANVAS_ATTACKS["moodle file name"]], problems) == "canvas"
     assert problems and "both" in problems[0]
 
 

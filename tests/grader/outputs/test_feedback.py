@@ -112,11 +112,12 @@ def test_an_upload_that_is_not_a_notebook_is_named_by_the_learners_file(tmp_path
     from fixtures import STEM, _nb, _zip
 
     from coursetools.grade.lms import intake
+    from coursetools.grade.lms.roster import write_roster
 
     out = tmp_path / "out"
     members = {"knuthdonald_45678_33333_answers.pdf": b"%PDF", f"lovelaceada_12345_67890_{STEM}.ipynb": _nb()}
     result = intake.collect(_zip(tmp_path / "c.zip", members), out / "submissions", STEM)
-    intake.write_roster(out, result)
+    write_roster(out, result)
     pdf = fixtures.record("knuthdonald-45678", {"ex-00-1": None}, {"ex-00-1": 1.0})
     pdf.update(status="unreadable", notes=["not a notebook: knuthdonald-45678"])
     ok = fixtures.record("lovelaceada-12345", {"ex-00-1": 1.0}, {"ex-00-1": 1.0})
