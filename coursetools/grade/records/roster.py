@@ -1,6 +1,6 @@
 """``OUT/roster.csv`` read back: who each graded key is, and the LMS ids that name one learner.
 
-The intake (:mod:`coursetools.grade.lms.intake`) writes the roster, one row per file of the
+The intake writes the roster (:mod:`coursetools.grade.lms.roster`), one row per file of the
 download: the key, the LMS's id and name, the graded file as the download names it, when it
 was stored, and ``upload``, the name the learner gave it. The outputs read it here and never
 parse an LMS's naming themselves.

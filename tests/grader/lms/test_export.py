@@ -1,4 +1,4 @@
-"""Back to the LMS: the intake zips of test_intake.py go in, Canvas's and Moodle's files come out.
+"""Back to the LMS: the intake zips of test_canvas.py and test_moodle.py in, Canvas and Moodle files out.
 
 The exported files are checked against the formats' published column names (Canvas's
 gradebook export; Moodle's grading worksheet and its importer, which needs
