@@ -151,7 +151,7 @@ def register_written(question_id: str, points: float) -> None:
     The question itself lives in the solution notebook (a markdown cell with
     metadata ``{"attnlib": {"manual": "q-05-1", "points": 1}}``); the checks
     only need its id and points, so that "check everything" lists it and counts
-    its points (tests/chapters/test_check_all.py keeps the two in step).
+    its points (tests/checks/test_check_all.py keeps the two in step).
     """
     if _WRITTEN.get(question_id, points) != points:
         raise ValueError(f"written question {question_id!r} is registered twice with different points")

@@ -71,7 +71,7 @@ __all__ = [
     "refused_path",
 ]
 
-# The sentence every exercise text and check() say (tests/chapters/test_forbidden_stated.py).
+# The sentence every exercise text and check() say (tests/checks/test_forbidden_stated.py).
 RULE_SENTENCE = (
     "Your answer may use NumPy, torch, Python's pure standard modules (math, itertools, "
     "functools, dataclasses, typing...) and your own functions, classes and constants; "

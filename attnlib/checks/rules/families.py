@@ -114,7 +114,7 @@ class FamilyName(NamedTuple):
 
 # The learner's words for each family: coursetools/assign.py writes, in every exercise that has
 # a forbidden list, one line naming what the answer may not call (a family by its label and a
-# few examples, other entries by name); tests/chapters/test_forbidden_stated.py reads it back.
+# few examples, other entries by name); tests/checks/test_forbidden_stated.py reads it back.
 FAMILY_NAMES = {
     "softmax": FamilyName(
         "softmax",

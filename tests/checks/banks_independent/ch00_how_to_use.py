@@ -38,7 +38,7 @@ RIGHT = [Right("ex-00-1", dot_einsum), Right("ex-00-1", dot_broadcast_sum)]
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "dot_transposed_result": "the result is transposed",
     "dot_with_T": "b.T swaps the batch axes",

@@ -162,7 +162,7 @@ RIGHT = [
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "sh_view_direct": "without a transpose",
     "sh_interleaved": "interleaved features",

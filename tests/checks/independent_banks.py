@@ -1,4 +1,4 @@
-"""Grade the independent answer banks (tests/chapters/banks_independent/, #25).
+"""Grade the independent answer banks (tests/checks/banks_independent/, #25).
 
 The banks were written from the exercise notebooks' text alone, before their
 author read any check, solution or the other banks. Each module defines
@@ -14,7 +14,7 @@ author read any check, solution or the other banks. Each module defines
   records a known gap: the answer loses marks but no feedback names its
   mistake. (This extends bank.py's format here only.)
 
-Run ``python tests/chapters/independent_banks.py`` from the repository root
+Run ``python tests/checks/independent_banks.py`` from the repository root
 for the report: false passes (a wrong answer given full marks), false fails
 (a right answer losing marks), and the named share, per exercise and in total.
 ``--feedback`` prints every wrong answer's feedback too.

@@ -1,11 +1,11 @@
-"""The shared format of the answer banks (see tests/chapters/test_answer_banks.py).
+"""The shared format of the answer banks (see tests/checks/test_answer_banks.py).
 
 Every graded exercise has a bank of answers its checks had never been written
 against: at least three plausible WRONG answers, which must lose marks with
 feedback that names the mistake, and at least one RIGHT answer written
 differently from the solution, which must get full marks.
 
-A bank lives in ``tests/chapters/banks/<checks module name>.py`` (for example
+A bank lives in ``tests/checks/banks/<checks module name>.py`` (for example
 ``banks/ch04_scaling_softmax.py``) and defines two lists::
 
     from bank import Right, Wrong

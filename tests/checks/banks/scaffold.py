@@ -5,7 +5,7 @@ alike, would otherwise each write again.
 Nothing here decides whether an answer is right or wrong: a helper whose arguments choose a
 mistake (rescale or not, which maximum, which scale) stays in its own bank, and so does any
 helper that a right answer of the independent banks is built on, so that the independent
-author's answers stay their own (tests/chapters/independent_banks.py).
+author's answers stay their own (tests/checks/independent_banks.py).
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ RIGHT = [
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "pq_copy_paste": None,
     "pq_order": "keys and values swapped",

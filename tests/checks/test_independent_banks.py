@@ -5,8 +5,8 @@ every right answer must get full marks (no false fail), hidden cases included:
 a learner who follows the exercise's text to the letter gets full marks. A
 wrong answer whose ``NAMED`` phrase is a string must get feedback containing
 it (the named share is a floor: a check change that loses a name fails here);
-``None`` marks a known gap, listed by ``python tests/chapters/independent_banks.py
---unnamed``. See tests/chapters/independent_banks.py for the format.
+``None`` marks a known gap, listed by ``python tests/checks/independent_banks.py
+--unnamed``. See tests/checks/independent_banks.py for the format.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ KNOWN_FALSE_FAILS: set[str] = set()
 # Wrong answers that get full marks because the text and a course-wide rule
 # disagree: the texts of 09.1 (**float64**), 09.2 ("the same dtype as x") and
 # 09.3 (**float32**) state a dtype, but the grader never grades a float's width
-# (tests/chapters/test_exercise_format.py::test_float32_answers_pass_every_
+# (tests/checks/test_exercise_format.py::test_float32_answers_pass_every_
 # exercise_with_large_inputs, #25 item 8). The lead decides: soften the texts or
 # grade the dtype those three state. Strict, so that either fix empties the list.
 KNOWN_FALSE_PASSES: set[str] = set()

@@ -271,7 +271,7 @@ RIGHT = [
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "ctx_no_packing": "padding included",
     "ctx_bottom_layer": "the bottom layer's final state",

@@ -156,7 +156,7 @@ RIGHT = [
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "pm_no_trailing_axis": "without a trailing axis",
     "pm_le": "positions <= length are kept",

@@ -272,7 +272,7 @@ RIGHT = [
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "st_exponent_k": "exponent i/d instead of 2i/d",
     "st_swapped": "sine and cosine swapped",

@@ -107,7 +107,7 @@ def _nb(*cells):
 
 def _answer_cell(source, ex_id="ex-00-1", points=2):
     """An answer cell; its default exercise forbids no call, so the generator needs no text above it
-    (tests/chapters/test_forbidden_stated.py covers the line it writes for a forbidden list)."""
+    (tests/checks/test_forbidden_stated.py covers the line it writes for a forbidden list)."""
     return nbformat.v4.new_code_cell(source, metadata={"attnlib": {"exercise": ex_id, "points": points}})
 
 
@@ -479,7 +479,7 @@ def test_check_shows_one_more_hint_tier_per_failed_check(toy_exercise, capsys, m
     monkeypatch.setattr(notebook, "_FAILED_CHECKS", {})
     monkeypatch.setattr(notebook, "_LAST_FAILURE", {})
     # the learner's function, named as the exercise asks, changed before every check
-    # (a tier advances only when the answer changed: tests/chapters/test_check_fairness.py)
+    # (a tier advances only when the answer changed: tests/checks/test_check_fairness.py)
     answers = [lambda x: x, lambda x: x + 1, lambda x: x + 2, lambda x: x + 3]
     for answer in answers:
         answer.__name__ = "double"

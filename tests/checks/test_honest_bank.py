@@ -1,5 +1,5 @@
 """Honest answers are scored in full and never held (issue 43): a bank of at least 150 right
-answers in the styles a class writes (tests/chapters/honest_bank.py, written from the exercise
+answers in the styles a class writes (tests/checks/honest_bank.py, written from the exercise
 texts, not from the references), each
 
 * right on every case, visible and hidden, and clean in ``check()`` (attnlib.checks.judge

@@ -145,7 +145,7 @@ WRONG = [
 ]
 # lse_logaddexp (np.logaddexp.reduce(x, axis=-1)) was a right answer here; the text of 04.2 now
 # names a library's log-sum-exp, np.logaddexp included, off limits, so it moved to the forbidden
-# one-line equivalents of tests/chapters/test_forbidden.py (LOGSUMEXP_BANK).
+# one-line equivalents of tests/checks/test_forbidden.py (LOGSUMEXP_BANK).
 RIGHT = [
     Right("ex-04-1", ss_via_lse),
     Right("ex-04-2", lse_squeeze),
@@ -155,7 +155,7 @@ RIGHT = [
 
 # What the feedback must say for the mistake to count as named (the check's
 # vocabulary, read off the feedback); None: a known gap, the answer loses marks
-# but nothing names its mistake (see tests/chapters/independent_banks.py).
+# but nothing names its mistake (see tests/checks/independent_banks.py).
 NAMED = {
     "ss_global_max": "global max instead of the row max",
     "ss_naive": "no max subtraction",

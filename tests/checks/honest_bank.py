@@ -5,7 +5,7 @@ written from the exercise's text in exercises/*.ipynb (never from the reference 
 Each :class:`Honest` is the source of an answer cell (its own imports, helpers, constants,
 decorators, classes, lambdas) and, optionally, cells the learner put before it. Every one must
 be right on every case, visible and hidden, and come out clean from the forbidden-call rule on
-both sides (tests/chapters/test_honest_bank.py). The styles the fifth pass of the grader found
+both sides (tests/checks/test_honest_bank.py). The styles the fifth pass of the grader found
 held on an unseen class are here on purpose: np.subtract/np.divide, torch.meshgrid,
 torch.kthvalue, itertools.product, functools.reduce, @functools.lru_cache, a @dataclass,
 ``from typing import Tuple``, module constants (``NEG_INF = -np.inf``, ``np.finfo(...).tiny``),
