@@ -16,15 +16,13 @@ The book's build calls :func:`export_chapter_model` (book/_ext/course_explorers.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
-from attnlib.chapters import vit
+from attnlib.chapters import packing, vit
 from attnlib.vision import attention_rollout, patchify
 
 __all__ = [
@@ -44,6 +42,10 @@ FORMAT = "attnlib-tiny-vit"
 VERSION = 1
 CHAPTER_SEED = 0  # book/11-vision-transformer.ipynb: vit.trained("vit", 0, x_train, y_train)
 GREY_LEVELS = 16  # vit.digits() divides scikit-learn's grey levels 0-16 by 16
+
+
+# the entries of the file's config that TinyViT takes (the others describe the input)
+_MODEL_ARGUMENTS = ("d_model", "num_heads", "d_ff", "num_layers", "patch_size", "positions", "num_classes")
 
 
 def _config(model: vit.TinyViT) -> dict:
@@ -80,11 +82,6 @@ def _check(model: nn.Module) -> None:
                 f"vit_export: model.blocks[{i}] is not the chapter's block (pre-norm, residual, relu "
                 "feed-forward, LayerNorm, projections with bias); the page runs that block only"
             )
-
-
-def _tensor(value: torch.Tensor) -> dict:
-    array = value.detach().to("cpu", torch.float32).contiguous().numpy().astype("<f4")
-    return {"shape": list(array.shape), "data": base64.b64encode(array.tobytes()).decode("ascii")}
 
 
 @torch.no_grad()
@@ -149,7 +146,7 @@ def model_to_dict(model: vit.TinyViT, name: str = "", test: tuple | None = None)
         "config": _config(model),
         "grey_levels": GREY_LEVELS,
         "parameters": int(sum(p.numel() for p in model.parameters())),
-        "tensors": {key: _tensor(value) for key, value in model.state_dict().items()},
+        "tensors": {key: packing.pack(value) for key, value in model.state_dict().items()},
     }
     if test is not None:
         images, labels = test
@@ -158,47 +155,27 @@ def model_to_dict(model: vit.TinyViT, name: str = "", test: tuple | None = None)
             "n_images": len(labels),
             "accuracy": vit.accuracy(model, images, labels),
             "examples": examples(images, labels),
-            "mean_attention": _tensor(means["attention"]),
-            "mean_rollout": _tensor(means["rollout"]),
-            "mean_rollout_normalised": _tensor(means["rollout_normalised"]),
+            "mean_attention": packing.pack(means["attention"]),
+            "mean_rollout": packing.pack(means["rollout"]),
+            "mean_rollout_normalised": packing.pack(means["rollout_normalised"]),
         }
     return data
 
 
-def _array(t: dict) -> torch.Tensor:
-    array = np.frombuffer(base64.b64decode(t["data"]), dtype="<f4").reshape(t["shape"])
-    return torch.from_numpy(array.copy())
-
-
 def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> vit.TinyViT:
     """A TinyViT (eval mode) with the weights of an exported file (or its dict)."""
-    data = path_or_dict
-    if not isinstance(data, dict):
-        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
-    if data.get("format") != FORMAT:
-        raise ValueError(f"load_model: not an {FORMAT} file (format {data.get('format')!r})")
-    c = data["config"]
-    model = vit.TinyViT(
-        d_model=c["d_model"],
-        num_heads=c["num_heads"],
-        d_ff=c["d_ff"],
-        num_layers=c["num_layers"],
-        patch_size=c["patch_size"],
-        positions=c["positions"],
-        num_classes=c["num_classes"],
-    )
-    model.load_state_dict({key: _array(t) for key, t in data["tensors"].items()})
+    data = packing.read(path_or_dict, FORMAT)
+    model = vit.TinyViT(**{name: data["config"][name] for name in _MODEL_ARGUMENTS})
+    model.load_state_dict({key: packing.unpack(t) for key, t in data["tensors"].items()})
     return model.to(dtype).eval()
 
 
 def load_test(path_or_dict) -> dict:
     """The test part of an exported file: its examples and its mean maps as tensors."""
-    data = path_or_dict
-    if not isinstance(data, dict):
-        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
+    data = packing.read(path_or_dict)
     test = dict(data["test"])
     for key in ("mean_attention", "mean_rollout", "mean_rollout_normalised"):
-        test[key] = _array(test[key])
+        test[key] = packing.unpack(test[key])
     return test
 
 

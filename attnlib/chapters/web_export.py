@@ -30,7 +30,6 @@ and :func:`load_char_model` reads a file back (tests/site/test_explorer_ch12.py)
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnlib.chapters import tiny_lm
+from attnlib.chapters import packing, tiny_lm
 
 __all__ = [
     "CHAR_FORMAT",
@@ -99,10 +98,7 @@ def model_to_dict(model: tiny_lm.TinyDecoderLM, name: str = "") -> dict:
             f"export_model: model has {config['vocab_size']} tokens; "
             f"the copy language has {tiny_lm.COPY_VOCAB_SIZE}"
         )
-    tensors = {}
-    for key, value in model.state_dict().items():
-        array = value.detach().to("cpu", torch.float32).contiguous().numpy().astype("<f4")
-        tensors[key] = {"shape": list(array.shape), "data": base64.b64encode(array.tobytes()).decode("ascii")}
+    tensors = {key: packing.pack(value) for key, value in model.state_dict().items()}
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -173,17 +169,9 @@ def _model_from_config(c: dict) -> tiny_lm.TinyDecoderLM:
 
 def load_model(path_or_dict, dtype: torch.dtype = torch.float32) -> tiny_lm.TinyDecoderLM:
     """A TinyDecoderLM (eval mode) with the weights of an exported file (or its dict)."""
-    data = path_or_dict
-    if not isinstance(data, dict):
-        data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
-    if data.get("format") != FORMAT:
-        raise ValueError(f"load_model: not an {FORMAT} file (format {data.get('format')!r})")
+    data = packing.read(path_or_dict, FORMAT)
     model = _model_from_config(data["config"])
-    state = {}
-    for key, t in data["tensors"].items():
-        array = np.frombuffer(base64.b64decode(t["data"]), dtype="<f4").reshape(t["shape"])
-        state[key] = torch.from_numpy(array.copy())
-    model.load_state_dict(state)
+    model.load_state_dict({key: packing.unpack(t) for key, t in data["tensors"].items()})
     return model.to(dtype).eval()
 
 
