@@ -399,15 +399,21 @@ def _train_variant(shift=True, ignore_pad=True, zero_grad=True, step=True, reduc
     return train
 
 
+def _batch_loss(model, src, tgt, predict_input=False):
+    """One batch's teacher-forced loss as the reference computes it; ``predict_input``: the loss
+    asks position t for its own input token instead (targets misaligned)."""
+    tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
+    logits = model(src, tgt_in)
+    target = tgt_in if predict_input else tgt
+    return nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD)
+
+
 def _zero_grad_once(model, optimizer, batches):
     """The gradients are cleared once, before the first batch: from then on they pile up."""
     optimizer.zero_grad()
     losses = []
     for src, tgt in batches:
-        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
-        logits = model(src, tgt_in)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
-        losses.append(optimiser_step(optimizer, loss, zero_grad=False))
+        losses.append(optimiser_step(optimizer, _batch_loss(model, src, tgt), zero_grad=False))
     return torch.stack(losses)
 
 
@@ -415,10 +421,7 @@ def _zero_grad_after_step(model, optimizer, batches):
     """The gradients are cleared after each step: the first step still uses the leftover ones."""
     losses = []
     for src, tgt in batches:
-        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
-        logits = model(src, tgt_in)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
-        losses.append(optimiser_step(optimizer, loss, zero_grad=False))
+        losses.append(optimiser_step(optimizer, _batch_loss(model, src, tgt), zero_grad=False))
         optimizer.zero_grad()
     return torch.stack(losses)
 
@@ -427,13 +430,7 @@ def _predict_the_input(model, optimizer, batches):
     """Targets misaligned: the loss asks position t to predict its own input token."""
     losses = []
     for src, tgt in batches:
-        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
-        logits = model(src, tgt_in)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt_in.flatten(), ignore_index=PAD)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
+        losses.append(optimiser_step(optimizer, _batch_loss(model, src, tgt, predict_input=True)))
     return torch.stack(losses)
 
 
@@ -441,17 +438,11 @@ def _loss_after_the_step(model, optimizer, batches):
     """Returns each batch's loss recomputed after the step instead of the loss the step used."""
     losses = []
     for src, tgt in batches:
-        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)
-
-        def loss_now(src=src, tgt_in=tgt_in, tgt=tgt):
-            logits = model(src, tgt_in)
-            return nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
-
         optimizer.zero_grad()
-        loss_now().backward()
+        _batch_loss(model, src, tgt).backward()
         optimizer.step()
         with torch.no_grad():
-            losses.append(loss_now())
+            losses.append(_batch_loss(model, src, tgt))
     return torch.stack(losses)
 
 

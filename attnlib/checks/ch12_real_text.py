@@ -59,15 +59,12 @@ def _no_warmup_schedule(peak_lr, warmup_steps, total_steps, min_lr):
     return np.array([_cosine(s, peak_lr, 0, total_steps, min_lr) for s in range(total_steps)])
 
 
-def _full_cosine_period(peak_lr, warmup_steps, total_steps, min_lr):
-    out = []
-    for s in range(total_steps):
-        if s < warmup_steps:
-            out.append(_right_warmup(s, peak_lr, warmup_steps))
-        else:
-            p = (s - warmup_steps) / (total_steps - warmup_steps)
-            out.append(min_lr + (peak_lr - min_lr) * 0.5 * (1 + math.cos(2 * math.pi * p)))
-    return np.array(out)
+_full_cosine_period = _schedule(
+    _right_warmup,
+    lambda s, peak, w, total, low: (
+        low + (peak - low) * 0.5 * (1 + math.cos(2 * math.pi * ((s - w) / (total - w))))
+    ),
+)
 
 
 register(

@@ -151,6 +151,16 @@ def _is_chain(node: ast.AST) -> bool:
     return isinstance(node, ast.Name)
 
 
+def _unchain(node: ast.AST) -> tuple[ast.AST, list[str]]:
+    """The base of an attribute chain ``base.a.b`` and its attributes, ``["a", "b"]`` (none for a
+    node that is not an attribute)."""
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.insert(0, node.attr)
+        node = node.value
+    return node, attrs
+
+
 def _text(node: ast.AST, limit: int = 60) -> str:
     try:
         text = ast.unparse(node)
@@ -556,10 +566,7 @@ class _Auditor:
     def _chain_paths(self, node: ast.AST, names) -> list[str] | None:
         """The dotted paths a global chain ``a.b.c`` names (each binding of ``a``), or None when
         ``a`` is bound to anything but an import or an alias."""
-        attrs: list[str] = []
-        while isinstance(node, ast.Attribute):
-            attrs.insert(0, node.attr)
-            node = node.value
+        node, attrs = _unchain(node)
         if not isinstance(node, ast.Name):
             return None
         bindings = names.bindings(node.id) if names is not None else None
@@ -792,12 +799,8 @@ class _Auditor:
             return True
         obj = node.args[0]
         if _is_chain(obj):
-            attrs: list[str] = [name]
-            base = obj
-            while isinstance(base, ast.Attribute):
-                attrs.insert(0, base.attr)
-                base = base.value
-            self.name(base.id, scopes, names, where, tuple(attrs))
+            base, attrs = _unchain(obj)
+            self.name(base.id, scopes, names, where, (*attrs, name))
         else:
             self.expr(obj, scopes, names, where)
             self.check_attribute(name, where)
@@ -811,11 +814,7 @@ class _Auditor:
                 self.name(node.id, scopes, names, where)
             return
         if isinstance(node, ast.Attribute):
-            attrs: list[str] = []
-            base = node
-            while isinstance(base, ast.Attribute):
-                attrs.insert(0, base.attr)
-                base = base.value
+            base, attrs = _unchain(node)
             if isinstance(base, ast.Name):
                 self.name(base.id, scopes, names, where, tuple(attrs))
             else:
@@ -936,11 +935,7 @@ def _rebinders(tree: ast.AST, where: str) -> list[str]:
         if isinstance(node, ast.Attribute | ast.Name) and not isinstance(
             parents.get(id(node)), ast.Attribute
         ):
-            parts: list[str] = []
-            base = node
-            while isinstance(base, ast.Attribute):
-                parts.insert(0, base.attr)
-                base = base.value
+            base, parts = _unchain(node)
             if isinstance(base, ast.Name):
                 parts.insert(0, aliases.get(base.id, base.id))
             path = ".".join(parts)
