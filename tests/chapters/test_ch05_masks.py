@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from page_checks import page_problems
 
 import attnlib
 from attnlib.checks.ch05_masks import build_causal_mask, masked_attention, padding_mask_from_lengths
@@ -134,31 +135,6 @@ def test_exercise_references():
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
 
-def _page_problems(path):
-    """What a reader would trip over in one chapter's source (issue 11, 18.1, 18.4)."""
-    import re
-
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    problems, used, glued = [], set(), set()
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            used |= set(re.findall(r"\{glue(?::\w+)?\}`(\w+)", cell.source))
-            prose = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", "", cell.source, flags=re.S)
-            for token in re.findall(r"<(?:s|pad|eos|bos|unk)>", prose):
-                problems.append(f"cell {i}: unescaped {token} (write it in backticks)")
-        elif "setup" not in cell.metadata.get("tags", []):
-            glued |= set(re.findall(r'glue\(\s*"(\w+)"', cell.source))
-            problems += [
-                f"cell {i}: code line of {len(line)} > 80 characters"
-                for line in cell.source.splitlines()
-                if len(line) > 80
-            ]
-    problems += [f"{{glue}} `{name}` is never glued" for name in sorted(used - glued)]
-    return problems
-
-
 @pytest.mark.parametrize(
     "notebook",
     [
@@ -173,7 +149,7 @@ def test_chapter_source_escapes_tokens_glues_its_figures_and_fits_80_columns(not
     from pathlib import Path
 
     book = Path(__file__).resolve().parents[2] / "book"
-    assert _page_problems(book / f"{notebook}.ipynb") == []
+    assert page_problems(book / f"{notebook}.ipynb") == []
 
 
 def test_the_page_check_finds_each_problem(tmp_path):
@@ -188,7 +164,7 @@ def test_the_page_check_finds_each_problem(tmp_path):
         ]
     )
     nbformat.write(nb, tmp_path / "99-probe.ipynb")
-    problems = _page_problems(tmp_path / "99-probe.ipynb")
+    problems = page_problems(tmp_path / "99-probe.ipynb")
     assert any("unescaped <s>" in p for p in problems)
     assert not any("<pad>" in p for p in problems)  # in backticks: fine
     assert any("`missing` is never glued" in p for p in problems)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from page_checks import page_problems
 
 from attnlib import variants
 from attnlib.chapters import spread, variant_lm
@@ -193,14 +194,7 @@ def test_the_page_is_in_the_table_of_contents_after_chapter_12():
 
 
 def test_the_page_glues_what_it_cites_and_fits_80_columns():
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from test_ch05_masks import _page_problems
-    finally:
-        sys.path.pop(0)
-    assert _page_problems(PAGE) == []
+    assert page_problems(PAGE) == []
 
 
 def test_the_page_loads_its_record_and_its_quiz_names_its_sections():
