@@ -1,6 +1,6 @@
 """Issue 34, item 1, through the real grader: the allow-list rule's verdict reaches the record.
 
-The plan-level bank is tests/chapters/test_forbidden_soundness.py (every kind of evasion,
+The plan-level bank is tests/checks/test_forbidden_soundness.py (every kind of evasion,
 many payloads). Here three submissions of chapter 04 go through the grader as a class would:
 a forbidden function under another public path scores 0; a one-liner outside the families is
 held for review (``needs-review``, its cases judged and shown, no score and no total, the
