@@ -30,6 +30,7 @@ from coursetools.grade.grading.runner import Settings
 from coursetools.grade.records import wire
 from coursetools.grade.records.record import number
 from coursetools.grade.sandbox import api as sandbox
+from coursetools.grade.sandbox import host
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -322,7 +323,7 @@ def test_kill_9_loses_nothing_finished(graded, tmp_path):
     # the children die with the grader
     if os.geteuid() == 0:
         killed_groups = [
-            p for _, top in sandbox._cgroup_roots() for p in Path(top).glob(f"coursetools-grade-{proc.pid}-*")
+            p for _, top in host._cgroup_roots() for p in Path(top).glob(f"coursetools-grade-{proc.pid}-*")
         ]
         deadline = time.monotonic() + 10
         while _sandbox_processes() and time.monotonic() < deadline:
