@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from test_numpy_scalars import CALLS
+from helpers_calls import CALLS
 
 import attnlib
 

@@ -132,17 +132,20 @@ def test_patterns_refuse_bad_arguments_by_name(call, error, words):
 # --------------------------------------------------------------------------- the tiled window
 
 
-@pytest.mark.parametrize(
-    ("shape", "window", "block"),
-    [
-        ((1, 1, 4), 1, 4),
-        ((2, 7, 4), 3, 2),
-        ((2, 3, 33, 8), 5, 8),
-        ((64, 8), 64, 16),
-        ((1, 50, 8), 100, 7),
-        ((3, 21, 4), 4, 4),
-    ],
-)
+# (shape, window, block), shared by the tiled and the block-at-a-time band below: one position, a
+# batch, batch and heads with a length no block divides, no batch with window = length, a window
+# past the length
+BAND_CASES = [
+    ((1, 1, 4), 1, 4),
+    ((2, 7, 4), 3, 2),
+    ((2, 3, 33, 8), 5, 8),
+    ((64, 8), 64, 16),
+    ((1, 50, 8), 100, 7),
+    ((3, 21, 4), 4, 4),
+]
+
+
+@pytest.mark.parametrize(("shape", "window", "block"), BAND_CASES)
 def test_sliding_window_attention_equals_the_masked_softmax(shape, window, block):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(shape, dtype=torch.float64, generator=gen) for _ in range(3))
@@ -185,13 +188,8 @@ def test_sliding_window_attention_broadcasts_and_keeps_float32_and_half():
 # problems without gradients take: the threshold lowered to 0 sends every case through it.
 @pytest.mark.parametrize(
     ("shape", "window", "block"),
-    [
-        ((1, 1, 4), 1, 4),
-        ((2, 7, 4), 3, 2),
-        ((2, 3, 33, 8), 5, 8),
-        ((64, 8), 64, 16),
-        ((1, 50, 8), 100, 7),
-        ((3, 21, 4), 4, 4),
+    BAND_CASES
+    + [
         ((2, 70, 6), 9, 4),  # window > block: full blocks away from the start, a shorter last block
         ((2, 70, 6), 3, 8),  # window < block: the two cut triangles overlap
         ((1, 1, 64, 5), 1, 1),

@@ -17,23 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import PAGES, _slug, browser, site  # noqa: F401 (fixtures)
+from helpers_site import AXE_RUN_JS, PAGES, axe_source, browser, site, slug  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "site-checks"
 PHONE_SHOTS = ROOT / "test-artifacts" / "screenshots-phone"  # test_browser.py empties screenshots/
-AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 RESULTS: dict[str, dict] = {"axe": {}, "layout": {}, "weight": {}}
 
-AXE_RUN_JS = """
-const done = arguments[arguments.length - 1];
-axe.run(document, {runOnly: {type: 'tag', values: AXE_TAGS}})
-   .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-      nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))))
-   .catch(e => done([{id: 'axe-error', impact: 'critical', help: String(e), nodes: []}]));
-""".replace("AXE_TAGS", json.dumps(AXE_TAGS))
 # elements of the article that reach past the viewport without a scrolling container around them
 PAST_THE_EDGE_JS = """
 const W = document.documentElement.clientWidth, out = [];
@@ -65,16 +57,6 @@ return {html: nav ? size(nav) : 0, resources: res.length,
 """
 
 
-AXE_JS = ROOT / ".venv" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
-
-
-def _axe_source() -> str:
-    if not AXE_JS.is_file():
-        where = AXE_JS.relative_to(ROOT)
-        pytest.skip(f"accessibility test skipped: no {where} (tools/setup.sh installs it with npm)")
-    return AXE_JS.read_text(encoding="utf-8")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _write_results():
     yield
@@ -95,7 +77,7 @@ def test_page_is_accessible_and_fits(entry, browser, site):  # noqa: F811 (fixtu
     base, _html = site
     url = f"{base}{entry}.html"
     _open(browser, url, 1366)
-    browser.execute_script(_axe_source())
+    browser.execute_script(axe_source())
     browser.set_script_timeout(120)
     violations = browser.execute_async_script(AXE_RUN_JS)
     RESULTS["axe"][entry] = violations
@@ -106,7 +88,7 @@ def test_page_is_accessible_and_fits(entry, browser, site):  # noqa: F811 (fixtu
     past_edge = browser.execute_script(PAST_THE_EDGE_JS)
     PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
     browser.execute_script("window.scrollTo(0, 0);")
-    (PHONE_SHOTS / f"{_slug(entry)}.png").write_bytes(browser.get_screenshot_as_png())  # the first screen
+    (PHONE_SHOTS / f"{slug(entry)}.png").write_bytes(browser.get_screenshot_as_png())  # the first screen
     RESULTS["layout"][entry] = {
         "code_blocks": len(wide),
         "wider_than_column_1366": sum(wide),
@@ -186,7 +168,7 @@ def test_open_explorers_are_accessible_operable_and_fit(entry, browser, site):  
     browser.set_script_timeout(120)
     states = browser.execute_async_script(OPEN_EXPLORERS_JS)
     assert states and all(state == "ready" for _, state in states), f"{entry}: {states}"
-    browser.execute_script(_axe_source())
+    browser.execute_script(axe_source())
     violations = browser.execute_async_script(AXE_RUN_JS)
     RESULTS["axe"][f"{entry} (explorers open)"] = violations
     serious = [v for v in violations if v["impact"] in ("serious", "critical")]
@@ -211,5 +193,5 @@ def test_open_explorers_are_accessible_operable_and_fit(entry, browser, site):  
         "const d = document.querySelector('details.course-explorer');"
         "if (d) d.scrollIntoView({block: 'start'});"
     )
-    (PHONE_SHOTS / f"{_slug(entry)}--explorer.png").write_bytes(browser.get_screenshot_as_png())
+    (PHONE_SHOTS / f"{slug(entry)}--explorer.png").write_bytes(browser.get_screenshot_as_png())
     assert not past_edge, f"{entry}, explorers open: at 390 px these reach past the screen: {past_edge}"

@@ -22,59 +22,29 @@ from __future__ import annotations
 
 import re
 import shutil
-import threading
 import time
 import warnings
-from contextlib import contextmanager
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from helpers_chromium import chromium_or_skip, headless_chromium
-from test_launch import branch_of, find_repository, notebook_entries, toc_entries
+from helpers_site import (
+    PAGES,
+    branch_of,
+    browser,  # noqa: F401 (fixture)
+    ext_module,
+    notebook_entries,
+    site,  # noqa: F401 (fixture)
+    slug,
+)
 
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 # The repository the session's build finds (the same environment): its buttons, or none.
-REPOSITORY = find_repository(ROOT, branch_of(ROOT))
-PAGES = toc_entries(ROOT)  # read once, at collection: chapters may land while the tests run
+REPOSITORY = ext_module("course_repository").find_repository(ROOT, branch_of(ROOT))
 MAX_SCREENSHOT_HEIGHT = 24000  # px; longer pages are cut there
 MATH_TIMEOUT = 30  # s
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
-@contextmanager
-def served(html: Path):
-    """The base URL of ``html`` served on 127.0.0.1, a random free port, while the block runs."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with headless_chromium(*chromium_or_skip()) as driver:
-        yield driver
-
-
-@pytest.fixture(scope="module")
-def site(built_book):
-    """(base URL, html folder) of the built site served on 127.0.0.1, a random free port."""
-    html, _ = built_book
-    with served(html) as base_url:
-        yield base_url, html
 
 
 # JavaScript run in the page --------------------------------------------------------------------
@@ -161,10 +131,6 @@ def _console_errors(driver, base_url: str) -> list[str]:
     return errors
 
 
-def _slug(entry: str) -> str:
-    return entry.replace("/", "__")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _fresh_screenshot_folder():
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
@@ -172,7 +138,7 @@ def _fresh_screenshot_folder():
 
 
 @pytest.mark.parametrize("entry", PAGES)
-def test_page_renders_in_chromium(entry, browser, site):
+def test_page_renders_in_chromium(entry, browser, site):  # noqa: F811 (fixtures)
     base_url, html = site
     driver = browser
     driver.get_log("browser")  # drop what an earlier page left
@@ -204,7 +170,7 @@ def test_page_renders_in_chromium(entry, browser, site):
                 problems.append(f"display equations not centred: {off_centre[:3]}")
 
     # Full-page screenshot (before the image check, which it helps: the whole page is laid out) --
-    _screenshot(driver, SCREENSHOTS / f"{_slug(entry)}.png")
+    _screenshot(driver, SCREENSHOTS / f"{slug(entry)}.png")
 
     # Figures -----------------------------------------------------------------------------------
     images = _wait(driver, IMAGES_JS, 15, until=lambda imgs: all(i["complete"] for i in imgs))
@@ -247,12 +213,12 @@ def test_page_renders_in_chromium(entry, browser, site):
     assert not problems, f"{entry}.html:\n  " + "\n  ".join(problems)
 
 
-def test_screenshots_cover_every_page(browser, site):
+def test_screenshots_cover_every_page(browser, site):  # noqa: F811 (fixtures)
     """Runs after the pages (pytest keeps file order): one screenshot per _toc.yml entry,
     and an index.html in the screenshot folder to look through them."""
-    missing = [e for e in PAGES if not (SCREENSHOTS / f"{_slug(e)}.png").is_file()]
+    missing = [e for e in PAGES if not (SCREENSHOTS / f"{slug(e)}.png").is_file()]
     rows = "\n".join(
-        f'<h2>{entry}</h2><a href="{_slug(entry)}.png"><img src="{_slug(entry)}.png" width="640"></a>'
+        f'<h2>{entry}</h2><a href="{slug(entry)}.png"><img src="{slug(entry)}.png" width="640"></a>'
         for entry in PAGES
         if entry not in missing
     )

@@ -28,20 +28,23 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-for extra in (ROOT / "tests", ROOT / "tests" / "site"):
-    if str(extra) not in sys.path:
-        sys.path.append(str(extra))
-from test_browser import browser, served, site  # noqa: E402,F401 (fixtures)
-from test_explorers import (  # noqa: E402
-    _wait,
+if str(ROOT / "tests" / "site") not in sys.path:  # run as a script
+    sys.path.append(str(ROOT / "tests" / "site"))
+from helpers_site import (  # noqa: E402
     assert_captions_fit_a_phone,
+    browser,  # noqa: F401 (fixture)
+    ext_module,
     inputs,
     live_text,
     loaded_scripts,
     open_explorer,
+    run_in_node,
+    served,
     set_knob,
     shoot,
+    site,  # noqa: F401 (fixture)
     table,
+    wait_for,
 )
 
 from attnlib.chapters import vit, vit_controls, vit_export  # noqa: E402
@@ -84,26 +87,17 @@ def test_export_round_trips_and_refuses_other_models():
 
 def _node_forward(data: dict, images: list) -> list[dict]:
     """ch11.js's forward pass in Node (common.js and ch11.js, no page) on ``images`` (grey levels)."""
-    import shutil
-    import subprocess
     import tempfile
 
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.skip("Node.js is not installed: the browser test checks the same forward pass")
-    static = ROOT / "book" / "_static" / "explorers"
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "in.json").write_text(json.dumps({"model": data, "images": images}), encoding="utf-8")
-        script = (
-            "global.window = global;"
-            f"require({json.dumps(str(static / 'common.js'))});"
-            f"require({json.dumps(str(static / 'ch11.js'))});"
+        return run_in_node(
+            ["common.js", "ch11.js"],
             f"const inp = JSON.parse(require('fs').readFileSync({json.dumps(str(Path(tmp) / 'in.json'))}));"
             "const m = new window.CourseExplorers.ch11.Model(inp.model);"
-            "console.log(JSON.stringify(inp.images.map(px => m.run(px))));"
+            "console.log(JSON.stringify(inp.images.map(px => m.run(px))));",
+            "the browser test checks the same forward pass",
         )
-        out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(out.stdout)
 
 
 def test_the_pages_forward_pass_is_attnlibs_in_node():
@@ -168,11 +162,7 @@ def test_chapter_export_is_the_chapters_model_and_its_controls(chapter_file):
 
 def _mini_site(folder: Path, model_file: Path) -> Path:
     """A page with the loader and the explorer's closed <details>, as the build writes them."""
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    try:
-        import course_explorers
-    finally:
-        sys.path.pop(0)
+    course_explorers = ext_module("course_explorers")
     item = next(
         i for items in course_explorers.load_placements(ROOT).values() for i in items if i["explorer"] == NAME
     )
@@ -263,7 +253,7 @@ def check_ch11(driver, url: str, model_file: Path):
 
     driver.set_window_size(1280, 900)
     driver.get(url)
-    _wait(driver, "return document.readyState === 'complete';")
+    wait_for(driver, "return document.readyState === 'complete';")
     names = set(loaded_scripts(driver))
     assert "loader.js" in names and not {"ch11.js", MODEL, "common.js"} & names, names
     root = open_explorer(driver, NAME)

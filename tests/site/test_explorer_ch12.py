@@ -29,36 +29,35 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-for extra in (ROOT / "tests", ROOT / "tests" / "site"):
-    if str(extra) not in sys.path:
-        sys.path.append(str(extra))
-from test_browser import browser, served, site  # noqa: E402,F401 (fixtures)
-from test_explorers import (  # noqa: E402
-    _wait,
+if str(ROOT / "tests" / "site") not in sys.path:  # run as a script
+    sys.path.append(str(ROOT / "tests" / "site"))
+from helpers_site import (  # noqa: E402
+    AXE_JS,
+    AXE_TAGS,
+    EXPLORERS,
     assert_captions_fit_a_phone,
+    browser,  # noqa: F401 (fixture)
+    ext_module,
     inputs,
     live_text,
     open_explorer,
     press,
+    served,
     set_knob,
     shoot,
+    site,  # noqa: F401 (fixture)
     table,
+    wait_for,
 )
 
 from attnlib.chapters import char_lm, web_export  # noqa: E402
 
 NAME = "ch12-char-model"
-STATIC = ROOT / "book" / "_static" / "explorers"
-AXE_JS = ROOT / ".venv" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 LAZY = {"common.js", "ch12.js", web_export.CHAR_MODEL_FILE}
 
 
 def _placement():
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    try:
-        import course_explorers
-    finally:
-        sys.path.pop(0)
+    course_explorers = ext_module("course_explorers")
     items = [
         i for i in course_explorers.load_placements(ROOT).get("12-real-text", []) if i["explorer"] == NAME
     ]
@@ -75,7 +74,7 @@ def small_site(tmp_path_factory):
     static = html / "_static" / "explorers"
     (static / "models").mkdir(parents=True)
     for f in ("loader.js", "common.js", "ch12.js", "explorers.css"):
-        shutil.copy2(STATIC / f, static / f)
+        shutil.copy2(EXPLORERS / f, static / f)
     web_export.export_chapter_char_model(static / "models" / web_export.CHAR_MODEL_FILE)
     (html / "book").mkdir()
     (html / "book" / "12-real-text.html").write_text(
@@ -139,7 +138,9 @@ def _start(driver, root, text):
 
 def _run(driver, root):
     press(driver, root, "run")
-    assert _wait(driver, "return arguments[0].dataset.running === 'false';", 120, root), "the run never ended"
+    assert wait_for(driver, "return arguments[0].dataset.running === 'false';", 120, root), (
+        "the run never ended"
+    )
 
 
 @torch.no_grad()
@@ -161,7 +162,7 @@ def check_ch12(driver, base, model_path: Path, tmp: Path):
     driver.get_log("browser")
     driver.set_window_size(1280, 900)
     driver.get(f"{base}book/12-real-text.html")
-    _wait(driver, "return document.readyState === 'complete';")
+    wait_for(driver, "return document.readyState === 'complete';")
     first = set(
         driver.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name.split('/').pop());"
@@ -248,7 +249,7 @@ def check_ch12(driver, base, model_path: Path, tmp: Path):
     char_lm.train_lm(own, data, 20, context=32, batch_size=8, seed=3)
     path = web_export.export_char_model(own, vocab, tmp / "my-char-model.bin")
     root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
-    assert _wait(driver, "return arguments[0].dataset.model === 'own';", 30, root), live_text(driver, root)
+    assert wait_for(driver, "return arguments[0].dataset.model === 'own';", 30, root), live_text(driver, root)
     assert "my-char-model.bin" in live_text(driver, root)
     o32, o64, _ = _models(path)
     set_knob(driver, root, "layer", "1")
@@ -309,7 +310,7 @@ def check_ch12(driver, base, model_path: Path, tmp: Path):
         violations = driver.execute_async_script(
             "const done = arguments[arguments.length - 1];"
             "axe.run(document.querySelector('details.course-explorer'),"
-            " {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})"
+            f" {{runOnly: {{type: 'tag', values: {json.dumps(AXE_TAGS)}}}}})"
             ".then(r => done(r.violations.map(v => [v.id, v.impact, v.nodes.length])));"
         )
         assert violations == [], violations
@@ -358,7 +359,7 @@ def _check_bad_files(driver, root, good: Path, tmp: Path):
         path = tmp / name
         path.write_bytes(content)
         root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
-        assert _wait(driver, "return arguments[0].dataset.loadError !== undefined;", 30, root), name
+        assert wait_for(driver, "return arguments[0].dataset.loadError !== undefined;", 30, root), name
         said = live_text(driver, root)
         assert (
             f"Could not load {name}: " in said and words in said and "Still running my-char-model" in said

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,18 +29,29 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "tests") not in sys.path:
-    sys.path.append(str(ROOT / "tests"))
-if str(ROOT / "tests" / "site") not in sys.path:
+if str(ROOT / "tests" / "site") not in sys.path:  # run as a script
     sys.path.append(str(ROOT / "tests" / "site"))
-from test_browser import browser, served, site  # noqa: E402,F401 (fixtures)
+from helpers_site import (  # noqa: E402
+    AXE_RUN_JS,
+    EXPLORERS,
+    SHOTS,
+    axe_source,
+    browser,  # noqa: F401 (fixture)
+    ext_module,
+    inputs,
+    loaded_scripts,
+    open_explorer,
+    run_in_node,
+    served,
+    set_knob,
+    site,  # noqa: F401 (fixture)
+    wait_for,
+)
 
 import attnlib  # noqa: E402
 from attnlib import variants  # noqa: E402
 
-EXPLORERS = ROOT / "book" / "_static" / "explorers"
 NAME = "ch13-patterns"
-SHOTS = ROOT / "test-artifacts" / "explorers"
 
 
 # --- the reference: the page's settings through attnlib -------------------------------------------
@@ -152,19 +162,11 @@ def settings_grid() -> list[dict]:
 
 
 def run_node(body: str):
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.skip("Node.js is not installed: the browser tests below read the same numbers from the page")
-    script = (
-        "global.window = {};"
-        f"require({json.dumps(str(EXPLORERS / 'common.js'))});"
-        f"require({json.dumps(str(EXPLORERS / 'ch13.js'))});"
-        "const P = window.CourseExplorers.ch13;" + body
+    return run_in_node(
+        ["common.js", "ch13.js"],
+        "const P = window.CourseExplorers.ch13;" + body,
+        "the browser tests below read the same numbers from the page",
     )
-    out = subprocess.run(  # the script on stdin: a grid of settings is longer than a command line may be
-        [node, "-"], input=script, capture_output=True, text=True, timeout=120, check=True
-    ).stdout
-    return json.loads(out)
 
 
 def test_the_scripts_masks_are_attnlibs():
@@ -299,43 +301,6 @@ def test_the_chapters_numbers_at_its_own_sizes():
 # --- Chromium ---------------------------------------------------------------------------------------
 
 
-def _wait(driver, script, timeout, *args):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = driver.execute_script(script, *args)
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)
-
-
-def _set(driver, root, name, value):
-    found = driver.execute_script(
-        """const el = arguments[0].querySelector('[data-knob="' + arguments[1] + '"]');
-        if (!el) return false;
-        el.value = arguments[2];
-        el.dispatchEvent(new Event(el.tagName === 'SELECT' ? 'change' : 'input'));
-        return true;""",
-        root,
-        name,
-        value,
-    )
-    assert found, name
-
-
-def _inputs(driver, root) -> dict:
-    return json.loads(driver.execute_script("return arguments[0].dataset.inputs;", root))
-
-
-def _loaded(driver) -> set[str]:
-    return set(
-        driver.execute_script(
-            "return performance.getEntriesByType('resource').map(e => e.name.split('/').pop().split('?')[0]);"
-        )
-    )
-
-
 BROWSER_SETTINGS = [
     {"pattern": "window", "n": 16, "window": 4, "layers": 3},
     {"pattern": "strided", "n": 30, "stride": 5, "layers": 2},
@@ -355,33 +320,22 @@ def check_explorer(driver, url: str, shot: str) -> None:
 
     driver.set_window_size(1280, 900)
     driver.get(url)
-    _wait(driver, "return document.readyState === 'complete';", 30)
-    assert "loader.js" in _loaded(driver)
-    assert not {"common.js", "ch13.js"} & _loaded(driver), "the explorer's code loaded before it was opened"
-    details = driver.find_element(By.CSS_SELECTOR, f'details.course-explorer[data-explorer="{NAME}"]')
-    summary = details.find_element(By.TAG_NAME, "summary")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus();", summary)
-    summary.send_keys(Keys.ENTER)
-    state = _wait(
-        driver,
-        "const b = arguments[0].querySelector('.course-explorer-body');"
-        "return ['ready', 'error'].includes(b.dataset.state) && b.dataset.state;",
-        60,
-        details,
-    )
-    assert state == "ready", details.text[:300]
-    assert {"common.js", "ch13.js"} <= _loaded(driver)
-    root = details.find_element(By.CSS_SELECTOR, ".ce-root")
+    wait_for(driver, "return document.readyState === 'complete';", 30)
+    loaded = set(loaded_scripts(driver))
+    assert "loader.js" in loaded
+    assert not {"common.js", "ch13.js"} & loaded, "the explorer's code loaded before it was opened"
+    root = open_explorer(driver, NAME)  # with the keyboard: its summary focused, Enter
+    assert {"common.js", "ch13.js"} <= set(loaded_scripts(driver))
 
     # keyboard: a slider moves with the arrow keys
     layers = root.find_element(By.CSS_SELECTOR, '[data-knob="layers"]')
-    before = _inputs(driver, root)["layers"]
+    before = inputs(driver, root)["layers"]
     layers.send_keys(Keys.ARROW_RIGHT)
-    assert _inputs(driver, root)["layers"] == before + 1
+    assert inputs(driver, root)["layers"] == before + 1
     for s in BROWSER_SETTINGS:
         for name in ("pattern", "n", *[k for k in s if k not in ("pattern", "n")]):
-            _set(driver, root, name, s[name])
-        shown = _inputs(driver, root)
+            set_knob(driver, root, name, s[name])
+        shown = inputs(driver, root)
         full = {**DEFAULTS, **{k: shown[k] for k in DEFAULTS}, **s}
         assert {k: shown[k] for k in s} == s, (s, shown)
         ref = reference(full)
@@ -428,9 +382,9 @@ def check_explorer(driver, url: str, shot: str) -> None:
         assert set(visible) == set(s) | {"pattern", "n", "layers"}, (s, visible)
 
     # the grid by keyboard: Tab lands on one cell, the arrows move, the focus ring shows
-    _set(driver, root, "pattern", "window")
-    _set(driver, root, "n", 16)
-    _set(driver, root, "window", 4)
+    set_knob(driver, root, "pattern", "window")
+    set_knob(driver, root, "n", 16)
+    set_knob(driver, root, "window", 4)
     first = root.find_element(By.CSS_SELECTOR, '[role=grid] .ce-pcell[tabindex="0"]')
     driver.execute_script("arguments[0].focus();", first)
     start = driver.execute_script(
@@ -477,8 +431,8 @@ def check_explorer(driver, url: str, shot: str) -> None:
     driver.set_window_size(390, 900)
     try:
         for n in (16, 64):
-            _set(driver, root, "pattern", "global")
-            _set(driver, root, "n", n)
+            set_knob(driver, root, "pattern", "global")
+            set_knob(driver, root, "n", n)
             past = driver.execute_script(
                 "const W = document.documentElement.clientWidth;"
                 "return Array.from(arguments[0].querySelectorAll('*')).filter(e => {"
@@ -502,9 +456,7 @@ def check_explorer(driver, url: str, shot: str) -> None:
 
 
 def _axe(driver) -> list[dict]:
-    from test_accessibility import AXE_RUN_JS, _axe_source
-
-    driver.execute_script(_axe_source())
+    driver.execute_script(axe_source())
     driver.set_script_timeout(120)
     return driver.execute_async_script(AXE_RUN_JS)
 
@@ -512,11 +464,7 @@ def _axe(driver) -> list[dict]:
 def _standalone_page(folder: Path) -> None:
     """A page with the explorer as the build writes it (course_explorers.explorer_html of the
     placement file's entry) and the loader and stylesheet as the build links them."""
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    try:
-        import course_explorers
-    finally:
-        sys.path.pop(0)
+    course_explorers = ext_module("course_explorers")
     items = course_explorers.load_placements(ROOT)["13-attention-variants"]
     (item,) = [i for i in items if i["explorer"] == NAME]
     assert item["after"] == "sparse-patterns"

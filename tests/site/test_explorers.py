@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,23 @@ if str(ROOT / "tests") not in sys.path:  # run as a script: helpers_chromium liv
     sys.path.append(str(ROOT / "tests"))
 if str(ROOT / "tests" / "site") not in sys.path:
     sys.path.append(str(ROOT / "tests" / "site"))
-from test_browser import browser, site  # noqa: E402,F401 (fixtures)
+from helpers_site import (  # noqa: E402
+    assert_captions_fit_a_phone,
+    browser,  # noqa: F401 (fixture)
+    inputs,
+    live_text,
+    loaded_scripts,
+    open_explorer,
+    open_page,
+    press,
+    run_in_node,
+    served,
+    set_knob,
+    shoot,
+    site,  # noqa: F401 (fixture)
+    table,
+    wait_for,
+)
 
 import attnlib  # noqa: E402
 from attnlib import functional, variants  # noqa: E402
@@ -42,110 +57,12 @@ from attnlib.efficient.online import online_attention_row_numpy  # noqa: E402
 from attnlib.modules import split_heads  # noqa: E402
 from attnlib.positions import alibi_bias, alibi_slopes, apply_rope  # noqa: E402
 
-SHOTS = ROOT / "test-artifacts" / "explorers"
 QUIZ_DIR = ROOT / "attnlib" / "quizzes"
 QUIZZES = sorted(QUIZ_DIR.glob("ch[0-9][0-9].yml"))
 F32_RTOL = 1e-5
 
 
 # --- page helpers ------------------------------------------------------------------------------
-
-
-def _page(chapter: str) -> str:
-    return {
-        "01": "01-bottleneck",
-        "02": "02-additive-attention",
-        "03": "03-queries-keys-values",
-        "04": "04-scaling-softmax",
-        "05": "05-masks",
-        "06": "06-multi-head-attention",
-        "07": "07-cross-attention",
-        "08": "08-efficiency",
-        "09": "09-positions",
-        "10": "10-transformer",
-        "11": "11-vision-transformer",
-        "12": "12-real-text",
-        "13": "13-attention-variants",
-    }[chapter]
-
-
-def _wait(driver, script, timeout=30, *args):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = driver.execute_script(script, *args)
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)
-
-
-def open_page(driver, base, chapter):
-    driver.set_window_size(1280, 900)
-    driver.get(f"{base}book/{_page(chapter)}.html")
-    _wait(driver, "return document.readyState === 'complete';")
-
-
-def loaded_scripts(driver) -> list[str]:
-    return driver.execute_script(
-        "return performance.getEntriesByType('resource').map(e => e.name.split('/').pop().split('?')[0]);"
-    )
-
-
-def open_explorer(driver, name):
-    """Open the explorer's <details> with the keyboard (focus its summary, press Enter); its root."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
-    details = driver.find_element(By.CSS_SELECTOR, f'details.course-explorer[data-explorer="{name}"]')
-    summary = details.find_element(By.TAG_NAME, "summary")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus();", summary)
-    summary.send_keys(Keys.ENTER)
-    state = _wait(
-        driver,
-        "const b = arguments[0].querySelector('.course-explorer-body');"
-        "return ['ready', 'error'].includes(b.dataset.state) && b.dataset.state;",
-        60,
-        details,
-    )
-    assert state == "ready", f"{name}: explorer did not start: {details.text[:300]}"
-    return details.find_element(By.CSS_SELECTOR, ".ce-root")
-
-
-def set_knob(driver, root, name, value):
-    found = driver.execute_script(
-        """
-        const el = arguments[0].querySelector('[data-knob="' + arguments[1] + '"]');
-        if (!el) return false;
-        if (el.type === 'checkbox') el.checked = arguments[2]; else el.value = arguments[2];
-        el.dispatchEvent(new Event(el.tagName === 'SELECT' || el.type === 'checkbox' ? 'change' : 'input'));
-        return true;""",
-        root,
-        name,
-        value,
-    )
-    assert found, f"no knob {name!r}"
-
-
-def press(driver, root, name):
-    from selenium.webdriver.common.by import By
-
-    root.find_element(By.CSS_SELECTOR, f'[data-knob="{name}"]').click()
-
-
-def table(driver, root, name) -> np.ndarray:
-    rows = driver.execute_script(
-        """const t = arguments[0].querySelector('table[data-name="' + arguments[1] + '"]');
-        if (!t) return null;
-        return Array.from(t.tBodies[0].rows)
-          .map(r => Array.from(r.querySelectorAll('td')).map(td => td.dataset.value));""",
-        root,
-        name,
-    )
-    assert rows is not None, f"no table {name!r}"
-    return np.array([[float(v) for v in row] for row in rows], dtype=np.float64)
-
-
-def inputs(driver, root) -> dict:
-    return json.loads(driver.execute_script("return arguments[0].dataset.inputs;", root))
 
 
 def shown(driver, root, name) -> str:
@@ -156,23 +73,6 @@ def shown(driver, root, name) -> str:
         root,
         name,
     )
-
-
-def assert_captions_fit_a_phone(driver, root, what):
-    """At 390 px every caption the reader sees ends inside the screen (a wide table scrolls, its
-    caption does not go with it)."""
-    driver.set_window_size(390, 900)
-    try:
-        past = driver.execute_script(
-            "return Array.from(arguments[0].querySelectorAll('caption, .ce-caption'))"
-            ".filter(c => getComputedStyle(c).position !== 'absolute')"
-            ".filter(c => c.getBoundingClientRect().right > document.documentElement.clientWidth + 1)"
-            ".map(c => c.textContent.slice(0, 40));",
-            root,
-        )
-        assert not past, f"{what}: captions cut off at 390 px: {past}"
-    finally:
-        driver.set_window_size(1280, 900)
 
 
 def assert_labels_on_top(driver, root, what):
@@ -192,13 +92,6 @@ def assert_labels_on_top(driver, root, what):
     assert all(halo == "stroke" and inside for tag, halo, inside in order if tag == "text"), (what, order)
 
 
-def live_text(driver, root) -> str:
-    return driver.execute_script(
-        "return Array.from(arguments[0].querySelectorAll('.ce-live')).map(p => p.textContent).join(' | ');",
-        root,
-    )
-
-
 def assert_course(page, ref64, ref32=None, what="", rtol32=F32_RTOL):
     """The page's numbers equal attnlib's: float64 to 1e-9, float32 to rtol32 (NaN where NaN)."""
     page = np.asarray(page, dtype=np.float64)
@@ -213,13 +106,6 @@ def assert_course(page, ref64, ref32=None, what="", rtol32=F32_RTOL):
         np.testing.assert_allclose(
             page, ref32, rtol=rtol32, atol=1e-7 * max(scale, 1.0), equal_nan=True, err_msg=f"{what} (float32)"
         )
-
-
-def shoot(driver, root, name):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", root)
-    time.sleep(0.2)
-    (SHOTS / f"{name}.png").write_bytes(root.screenshot_as_png)
 
 
 def _both(fn):
@@ -638,7 +524,7 @@ def check_ch10(driver, base, html: Path, tmp: Path):
     tiny_lm.train(own, steps=60, seed=3)
     path = web_export.export_model(own, tmp / "my-copy-model.json")
     root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
-    assert _wait(driver, "return arguments[0].dataset.model === 'own';", 30, root), live_text(driver, root)
+    assert wait_for(driver, "return arguments[0].dataset.model === 'own';", 30, root), live_text(driver, root)
     assert "my-copy-model.json" in live_text(driver, root)
     _check_model_in_page(driver, root, web_export.load_model(path), ["abcd", "hhgg"])
     shoot(driver, root, "ch10-own-model")
@@ -647,7 +533,7 @@ def check_ch10(driver, base, html: Path, tmp: Path):
         other = tiny_lm.build_model(4 + i, d_model=16, num_heads=2, d_ff=32, num_layers=3, **switches).eval()
         path = web_export.export_model(other, tmp / f"other-{i}.json")
         root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
-        assert _wait(driver, f"return arguments[0].textContent.includes('other-{i}.json');", 30, root)
+        assert wait_for(driver, f"return arguments[0].textContent.includes('other-{i}.json');", 30, root)
         _check_model_in_page(driver, root, web_export.load_model(path), ["abc"])
     _check_bad_files(driver, root, model, other, tmp)
 
@@ -692,7 +578,7 @@ def _check_bad_files(driver, root, chapter_model, loaded, tmp: Path):
         path = tmp / name
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
         root.find_element(By.CSS_SELECTOR, '[data-knob="file"]').send_keys(str(path))
-        assert _wait(driver, "return arguments[0].dataset.loadError !== undefined;", 30, root), name
+        assert wait_for(driver, "return arguments[0].dataset.loadError !== undefined;", 30, root), name
         said = live_text(driver, root)
         assert f"Could not load {name}: {words}" in said and "Still running other-1" in said, (name, said)
         assert driver.execute_script("return arguments[0].dataset.model;", root) == "own"
@@ -910,7 +796,6 @@ def main(argv: list[str]) -> int:
     import tempfile
 
     from helpers_chromium import chromium_paths, headless_chromium
-    from test_browser import served
 
     html = Path(argv[0]).resolve()
     only = set(argv[1:])
@@ -1082,18 +967,12 @@ def test_the_pages_answer_box_reads_numbers_as_the_notebook_does():
 
 def test_explorer_numbers_use_minus_signs_exponents_included():
     """common.js's C.fmt: every minus, the exponent's too, is U+2212 (not a hyphen)."""
-    import shutil
-    import subprocess
-
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.skip("Node.js is not installed: the browser tests read the same numbers")
-    script = (
-        "global.window = {};"
-        f"require({json.dumps(str(ROOT / 'book' / '_static' / 'explorers' / 'common.js'))});"
+    out = run_in_node(
+        ["common.js"],
         "const C = window.CourseExplorers;"
         "const xs = [-1.5e-5, -2.25, 3e-7, -Infinity, 0.5];"
-        "console.log(JSON.stringify(xs.map(x => C.fmt(x))));"
+        "console.log(JSON.stringify(xs.map(x => C.fmt(x))));",
+        "the browser tests read the same numbers",
+        timeout=60,
     )
-    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True).stdout
-    assert json.loads(out) == ["\u22121.500e\u22125", "\u22122.2500", "3.000e\u22127", "\u2212inf", "0.5000"]
+    assert out == ["\u22121.500e\u22125", "\u22122.2500", "3.000e\u22127", "\u2212inf", "0.5000"]

@@ -39,7 +39,7 @@ from attnlib.figures import plotting  # noqa: E402
 sys.path[0] = str(Path(__file__).resolve().parent)  # as pytest does for this folder
 if str(ROOT / "tests") not in sys.path:  # run as a script: helpers_chromium lives in tests/
     sys.path.append(str(ROOT / "tests"))
-from test_browser import PAGES, browser, site  # noqa: E402,F401 (fixtures)
+from helpers_site import PAGES, browser, site  # noqa: E402,F401 (fixtures)
 
 sys.path.pop(0)
 
@@ -278,7 +278,7 @@ def test_figure_text_is_readable_at_laptop_and_phone_width(entry, browser, site,
 def main(argv: list[str]) -> int:
     """Measure a built site folder: python tests/site/test_figures.py HTML [OUT.json]."""
     from helpers_chromium import chromium_paths, headless_chromium
-    from test_browser import served
+    from helpers_site import served
 
     html = Path(argv[0]).resolve()
     rows = []

@@ -18,7 +18,6 @@ button needs ``COURSE_JUPYTERHUB`` too. Checked here:
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from functools import cache
@@ -26,8 +25,15 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
-import yaml
 from helpers_setup_cell import run_setup_cell
+from helpers_site import (
+    EXAMPLE_REPOSITORY,
+    branch_of,
+    build_unexecuted,
+    config,
+    notebook_entries,
+    toc_entries,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -36,42 +42,9 @@ from course_repository import CourseRepository, RepositoryError, find_repository
 
 sys.path.pop(0)
 
-EXAMPLE_REPOSITORY = "https://github.com/example/attention-course"
 EXAMPLE_HUB = "https://hub.example.edu"
 # Every kind of link that needs the repository; "download" does not.
 REPOSITORY_KINDS = ("binder", "colab", "jupyterhub", "edit", "issues", "repository")
-
-
-def toc_entries(root: Path = ROOT) -> list[str]:
-    """Every file of _toc.yml (root, parts, chapters and nested sections), in order."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    found = [toc["root"]]
-
-    def walk(items):
-        for item in items or []:
-            if "file" in item:
-                found.append(item["file"])
-            walk(item.get("sections"))
-            walk(item.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    walk(toc.get("sections"))
-    return [str(Path(f).with_suffix("")) if Path(f).suffix in {".md", ".ipynb"} else f for f in found]
-
-
-def config(root: Path = ROOT) -> dict:
-    return yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-
-
-def branch_of(root: Path = ROOT) -> str:
-    return str((config(root).get("repository") or {}).get("branch") or "main")
-
-
-def notebook_entries(root: Path = ROOT) -> list[str]:
-    """The toc entries stored as .ipynb: the pages that must have launch buttons."""
-    return [e for e in toc_entries(root) if (root / f"{e}.ipynb").is_file()]
 
 
 @cache
@@ -351,30 +324,6 @@ def test_config_names_no_repository_url():
 
 
 # --- the built pages ----------------------------------------------------------------------------
-
-
-def build_unexecuted(out: Path, environ: dict[str, str]) -> tuple[Path, str]:
-    """Build the whole book into ``out`` with its notebooks unexecuted; return (html folder, log)."""
-    cfg = config()
-    cfg["execute"]["execute_notebooks"] = "off"
-    extensions = cfg["sphinx"]["local_extensions"]
-    for name, folder in extensions.items():
-        extensions[name] = str(ROOT / folder)  # relative to the configuration file otherwise
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    jb = Path(sys.executable).with_name("jupyter-book")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COURSE_") and k != "MPLBACKEND"}
-    env.update(environ)
-    cmd = [str(jb), "build", str(ROOT), "--config", str(out / "_config.yml"), "--path-output", str(out)]
-    proc = subprocess.run([*cmd, "-n", "--keep-going"], capture_output=True, text=True, env=env, timeout=900)
-    log = proc.stdout + proc.stderr
-    (out / "build.log").write_text(log, encoding="utf-8")
-    # Unexecuted notebooks have nothing to glue; any other warning (a theme's complaint about
-    # the repository, a broken reference) is a failure.
-    others = [line for line in log.splitlines() if "WARNING" in line and "[mystnb.glue]" not in line]
-    assert not others, "\n".join(others[:10])
-    assert (out / "_build" / "html" / "book" / "index.html").is_file(), log[-4000:]
-    return out / "_build" / "html", log
 
 
 @pytest.mark.book

@@ -168,7 +168,9 @@ def test_links_into_this_repository_name_files_that_exist(built_book, repo_root)
     own layout (a Colab, Binder or edit link made up for a repository that is not there).
     A cited source in another repository (nanoGPT's ``model.py``) is not such a link.
     """
-    from test_launch import branch_of, find_repository
+    from helpers_site import branch_of, ext_module
+
+    find_repository = ext_module("course_repository").find_repository
 
     html, _ = built_book
     repository = find_repository(repo_root, branch_of(repo_root))

@@ -36,7 +36,7 @@ import course_icons  # noqa: E402
 sys.path.pop(0)
 if str(ROOT / "tests") not in sys.path:  # run as a script: helpers_chromium lives in tests/
     sys.path.append(str(ROOT / "tests"))
-from test_browser import PAGES, browser, site  # noqa: E402,F401 (fixtures)
+from helpers_site import PAGES, browser, site  # noqa: E402,F401 (fixtures)
 
 ARTIFACTS = ROOT / "test-artifacts" / "site-checks"
 # A page's icon fonts together, cut to the site's icons (the three whole WOFF2 fonts are 300 KB).
@@ -293,7 +293,7 @@ def test_first_visit_weight(entry, browser, site, _weight_results, _served_cmaps
 def main(argv: list[str]) -> int:
     """Measure a built site folder: python tests/site/test_page_weight.py HTML [OUT.json]."""
     from helpers_chromium import chromium_paths, headless_chromium
-    from test_browser import served
+    from helpers_site import served
 
     html = Path(argv[0]).resolve()
     results = {}

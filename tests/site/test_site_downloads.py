@@ -17,28 +17,16 @@ from __future__ import annotations
 
 import io
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers_site import EXAMPLE_REPOSITORY, NO_REPOSITORY, REPOSITORY, SITE, ext_module, tool_module
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import course_exercises  # noqa: E402
-import course_wheel  # noqa: E402
-from course_repository import CourseRepository  # noqa: E402
-
-sys.path.pop(0)
-sys.path.insert(0, str(ROOT / "tools"))
-import setup_cell  # noqa: E402
-
-sys.path.pop(0)
-
-SITE = "https://example.github.io/attention-course/"
-EXAMPLE_REPOSITORY = "https://github.com/example/attention-course"
-NO_REPOSITORY = CourseRepository(None, "main", "unknown")
-REPOSITORY = CourseRepository(EXAMPLE_REPOSITORY, "main", "test")
+course_exercises = ext_module("course_exercises")
+course_wheel = ext_module("course_wheel")
+setup_cell = tool_module("setup_cell")
 WHEEL = course_wheel.wheel_filename(ROOT)
 BEFORE = "Before you run it where attnlib is missing"
 

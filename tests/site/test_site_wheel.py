@@ -18,28 +18,17 @@ Colab-like environment; tests/site/test_book_build.py checks the session's built
 from __future__ import annotations
 
 import os
-import sys
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
 from helpers_setup_cell import run_setup_cell
+from helpers_site import NO_REPOSITORY, REPOSITORY, SITE, build_unexecuted, ext_module, tool_module
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import course_wheel  # noqa: E402
-from course_repository import CourseRepository  # noqa: E402
-
-sys.path.pop(0)
-sys.path.insert(0, str(ROOT / "tools"))
-import setup_cell  # noqa: E402
-
-sys.path.pop(0)
-
-SITE = "https://example.github.io/attention-course/"
-NO_REPOSITORY = CourseRepository(None, "main", "unknown")
-REPOSITORY = CourseRepository("https://github.com/example/attention-course", "main", "test")
+course_wheel = ext_module("course_wheel")
+setup_cell = tool_module("setup_cell")
 
 
 def test_the_wheel_is_named_as_pip_names_it_from_pyproject():
@@ -148,8 +137,6 @@ def test_the_wheel_is_built_offline_and_holds_attnlib(tmp_path):
 @pytest.mark.book
 @pytest.mark.slow
 def test_a_site_with_an_address_ships_the_wheel_its_notebooks_install(tmp_path):
-    from test_launch import build_unexecuted
-
     environ = {"COURSE_SITE_URL": SITE.rstrip("/"), "GIT_DIR": str(tmp_path / "no-checkout")}
     html, log = build_unexecuted(tmp_path / "site", environ)
     name = course_wheel.wheel_filename(ROOT)

@@ -116,6 +116,12 @@ PUBLIC_PATHS: dict[str, str] = {
     "attnlib.chapters.checkpoint.recency_baseline": "attnlib.chapters.char_lm.recency_baseline",
     "attnlib.chapters.checkpoint.repeated_random": "attnlib.chapters.char_lm.repeated_random",
     "attnlib.chapters.checkpoint.tiny_lm": "attnlib.chapters.tiny_lm",
+    "attnlib.chapters.checkpoint_seeds.checkpoint": "attnlib.chapters.checkpoint",
+    "attnlib.chapters.checkpoint_seeds.corpus": "attnlib.chapters.char_lm.corpus",
+    "attnlib.chapters.checkpoint_seeds.estimate_loss": "attnlib.chapters.char_lm.estimate_loss",
+    "attnlib.chapters.checkpoint_seeds.induction_test": "attnlib.chapters.char_lm.induction_test",
+    "attnlib.chapters.checkpoint_seeds.repeated_random":
+        "attnlib.chapters.char_lm.repeated_random",
     "attnlib.chapters.cross_attention.MultiHeadAttention": "attnlib.modules.MultiHeadAttention",
     "attnlib.chapters.cross_attention.as_shape": "attnlib._validate.as_shape",
     "attnlib.chapters.cross_attention.causal_mask": "attnlib.masks.causal_mask",

@@ -1,10 +1,10 @@
 /* Chapter 10: the chapter's trained model in the page, or the reader's own.
  *
  * A hand-written forward pass of attnlib.chapters.tiny_lm.TinyDecoderLM (token embedding +
- * learned positions + causal Transformer blocks + LayerNorm + head) that decodes one token
- * at a time with a KV cache: each new token appends its keys and values to every layer's
- * cache and attends to all of them. Weights are float32 (exported by
- * attnlib.chapters.web_export); the arithmetic is float64. */
+ * learned positions + causal Transformer blocks + LayerNorm + head; common.js's C.lm, which
+ * chapter 12's explorer runs too) that decodes one token at a time with a KV cache: each new
+ * token appends its keys and values to every layer's cache and attends to all of them. Weights
+ * are float32 (exported by attnlib.chapters.web_export); the arithmetic is float64. */
 (function () {
   "use strict";
   var C = window.CourseExplorers;
@@ -18,37 +18,6 @@
     return new Float32Array(bytes.buffer);
   }
 
-  function positiveInt(c, key) {
-    if (!(Number.isInteger(c[key]) && c[key] > 0)) throw new Error("its config gives " + key + " = " + JSON.stringify(c[key]) + ", not a positive whole number");
-    return c[key];
-  }
-
-  /* The tensors a model of this config has, with their shapes (attnlib.chapters.tiny_lm.TinyDecoderLM). */
-  function expectedTensors(c) {
-    var D = c.d_model, V = c.vocab_size, F = c.d_ff, out = {};
-    out["embed.weight"] = [V, D];
-    out["positions.weight"] = [c.max_len, D];
-    for (var l = 0; l < c.num_layers; l++) {
-      var pre = "blocks." + l + ".";
-      ["q_proj", "k_proj", "v_proj", "out_proj"].forEach(function (n) {
-        out[pre + "attn." + n + ".weight"] = [D, D];
-        out[pre + "attn." + n + ".bias"] = [D];
-      });
-      if (c.feed_forward) {
-        out[pre + "linear1.weight"] = [F, D]; out[pre + "linear1.bias"] = [F];
-        out[pre + "linear2.weight"] = [D, F]; out[pre + "linear2.bias"] = [D];
-      }
-      if (c.layer_norm) {
-        out[pre + "norm1.weight"] = [D]; out[pre + "norm1.bias"] = [D];
-        if (c.feed_forward) { out[pre + "norm2.weight"] = [D]; out[pre + "norm2.bias"] = [D]; }
-      }
-    }
-    if (c.final_norm) { out["norm.weight"] = [D]; out["norm.bias"] = [D]; }
-    out["head.weight"] = [V, D];
-    out["head.bias"] = [V];
-    return out;
-  }
-
   /* A model from an exported file, checked against its own config before anything runs: a file
    * that is not one, a missing tensor or one whose shape disagrees with the config is an Error
    * that says so in words (the page then keeps the model it had). */
@@ -56,11 +25,7 @@
     if (!data || typeof data !== "object" || data.format !== "attnlib-tiny-lm") throw new Error("it is not a file written by attnlib.chapters.web_export");
     if (data.version !== 1) throw new Error("it has file version " + data.version + "; this page reads version 1");
     var c = data.config;
-    if (!c || typeof c !== "object") throw new Error("it has no config");
-    ["d_model", "num_heads", "num_layers", "max_len", "vocab_size"].forEach(function (k) { positiveInt(c, k); });
-    if (c.d_model % c.num_heads) throw new Error("its config splits d_model = " + c.d_model + " into " + c.num_heads + " heads, which does not divide");
-    if (c.feed_forward) positiveInt(c, "d_ff");
-    if (c.layer_norm && !(c.layer_norm_eps > 0)) throw new Error("its config has no LayerNorm eps");
+    C.lm.checkConfig(c);
     var v = data.vocabulary;
     if (!v || v.letters !== "abcdefgh" || c.vocab_size !== 12 || [v.pad, v.bos, v.sep, v.eos].join() !== "8,9,10,11")
       throw new Error("its vocabulary is not the copy language's (letters a\u2013h and 4 special tokens, 12 in all)");
@@ -68,88 +33,29 @@
     this.name = data.name || "a model";
     this.c = c;
     this.vocab = v;
-    var want = expectedTensors(c), t = {};
+    var want = C.lm.shapes(c);
     this.params = Number.isInteger(data.parameters) ? data.parameters : Object.keys(want).reduce(function (a, k) {
       return a + want[k].reduce(function (x, y) { return x * y; }, 1); }, 0);
-    Object.keys(want).forEach(function (k) {
-      var got = data.tensors[k];
-      if (!got) throw new Error("it has no tensor " + k + ", which its config needs");
-      if (JSON.stringify(got.shape) !== JSON.stringify(want[k]))
-        throw new Error("tensor " + k + " has shape " + JSON.stringify(got.shape) + " but its config needs " + JSON.stringify(want[k]));
-      var values = decode(k, got.data), n = want[k].reduce(function (a, b) { return a * b; }, 1);
+    this.t = C.lm.read(c, function (k) { return data.tensors[k]; }, function (k, got, n) {
+      var values = decode(k, got.data);
       if (values.length !== n) throw new Error("tensor " + k + " holds " + values.length + " numbers; shape " + JSON.stringify(want[k]) + " needs " + n);
-      for (var i = 0; i < n; i++) if (!isFinite(values[i])) throw new Error("tensor " + k + " holds a NaN or infinite value");
-      t[k] = { shape: want[k], data: values };
+      return values;
     });
-    this.t = t;
   }
-  Model.prototype.linear = function (name, x) { /* torch's Linear: W (out, in), y = W x + b */
-    var W = this.t[name + ".weight"], b = this.t[name + ".bias"], n = W.shape[1], out = new Array(W.shape[0]);
-    for (var o = 0; o < W.shape[0]; o++) {
-      var s = b ? b.data[o] : 0, off = o * n;
-      for (var i = 0; i < n; i++) s += W.data[off + i] * x[i];
-      out[o] = s;
-    }
-    return out;
-  };
-  Model.prototype.norm = function (name, x) {
-    if (!this.t[name + ".weight"]) return x; /* nn.Identity (no LayerNorm; checked against the config) */
-    var n = x.length, mean = 0, v = 0, eps = this.c.layer_norm_eps, g = this.t[name + ".weight"].data, b = this.t[name + ".bias"].data;
-    for (var i = 0; i < n; i++) mean += x[i];
-    mean /= n;
-    for (var j = 0; j < n; j++) v += (x[j] - mean) * (x[j] - mean);
-    v /= n;
-    var r = 1 / Math.sqrt(v + eps);
-    return x.map(function (xi, k) { return (xi - mean) * r * g[k] + b[k]; });
-  };
-  /* A fresh decoding state: one KV cache per layer. */
+  /* A fresh decoding state: one KV cache per layer; the logits and every head's attention at
+   * every position fed. */
   Model.prototype.start = function () {
-    var caches = [];
-    for (var l = 0; l < this.c.num_layers; l++) caches.push({ k: [], v: [] });
-    return { tokens: [], caches: caches, logits: [], attention: caches.map(function () { return []; }) };
+    var st = C.lm.start(this.c);
+    st.logits = [];
+    st.attention = st.caches.map(function () { return []; });
+    return st;
   };
   /* Feed one token at the next position: append to the caches, return its logits. */
   Model.prototype.feed = function (st, token) {
-    var c = this.c, D = c.d_model, H = c.num_heads, hd = D / H, p = st.tokens.length;
-    if (p >= c.max_len) throw new Error("the model has positions 0.." + (c.max_len - 1) + " only");
-    var E = this.t["embed.weight"].data, P = this.t["positions.weight"].data, x = new Array(D);
-    for (var i = 0; i < D; i++) x[i] = E[token * D + i] + P[p * D + i];
-    for (var l = 0; l < c.num_layers; l++) {
-      var pre = "blocks." + l + ".", cache = st.caches[l];
-      var y = c.norm_first ? this.norm(pre + "norm1", x) : x;
-      var q = this.linear(pre + "attn.q_proj", y), k = this.linear(pre + "attn.k_proj", y), v = this.linear(pre + "attn.v_proj", y);
-      cache.k.push(k); cache.v.push(v);
-      var heads = [], concat = new Array(D).fill(0);
-      for (var h = 0; h < H; h++) {
-        var scores = cache.k.map(function (key) {
-          var s = 0;
-          for (var d = 0; d < hd; d++) s += q[h * hd + d] * key[h * hd + d];
-          return s / Math.sqrt(hd);
-        });
-        var w = C.softmax(scores);
-        heads.push(w);
-        for (var d2 = 0; d2 < hd; d2++) {
-          var s2 = 0;
-          for (var j = 0; j < w.length; j++) s2 += w[j] * cache.v[j][h * hd + d2];
-          concat[h * hd + d2] = s2;
-        }
-      }
-      st.attention[l].push(heads); /* [position][head][key] */
-      var a = this.linear(pre + "attn.out_proj", concat);
-      x = c.residual ? x.map(function (xi, m) { return xi + a[m]; }) : a;
-      if (!c.norm_first) x = this.norm(pre + "norm1", x);
-      if (c.feed_forward) {
-        var y2 = c.norm_first ? this.norm(pre + "norm2", x) : x;
-        var hdn = this.linear(pre + "linear1", y2).map(function (u) { return u > 0 ? u : 0; });
-        var f = this.linear(pre + "linear2", hdn);
-        x = c.residual ? x.map(function (xi, m) { return xi + f[m]; }) : f;
-        if (!c.norm_first) x = this.norm(pre + "norm2", x);
-      }
-    }
-    var logits = this.linear("head", c.final_norm ? this.norm("norm", x) : x);
-    st.tokens.push(token);
-    st.logits.push(logits);
-    return logits;
+    var out = C.lm.step(this.c, this.t, st, token);
+    out.attention.forEach(function (heads, l) { st.attention[l].push(heads); }); /* [position][head][key] */
+    st.logits.push(out.logits);
+    return out.logits;
   };
   Model.prototype.tokenName = function (t) {
     var v = this.vocab;
@@ -157,7 +63,7 @@
     return { 8: "<pad>", 9: "<bos>", 10: "|", 11: "<eos>" }[t] || ("#" + t);
   };
 
-  function argmax(row) { var b = 0; for (var i = 1; i < row.length; i++) if (row[i] > row[b]) b = i; return b; }
+  var argmax = C.argmax;
 
   C.registry["ch10-model"] = function (root, ctx) {
     var status = C.el("p", { class: "ce-live", role: "status", "aria-live": "polite", text: "Loading the chapter's model\u2026" });
@@ -214,29 +120,14 @@
     var view = C.el("div", { class: "ce-lm" });
     root.appendChild(view);
 
-    file.addEventListener("change", function () {
-      var f = file.files && file.files[0];
-      if (!f) return;
-      var reader = new FileReader();
-      reader.onload = function () {
-        var data, candidate;
-        try {
-          try { data = JSON.parse(reader.result); } catch (err) { throw new Error("it is not JSON text (a file from web_export.export_model is)"); }
-          candidate = new Model(data);
-          prompt(candidate, s.word); /* a trial run before the swap: it must give numbers */
-        } catch (err) {
-          status.textContent = "Could not load " + f.name + ": " + err.message + ". Still running " + model.name + ".";
-          root.dataset.loadError = err.message;
-          file.value = "";
-          return;
-        }
-        delete root.dataset.loadError;
-        use(candidate, "own", "Loaded " + f.name + ": " + candidate.name + ", " + candidate.params + " parameters. ");
-        file.value = "";
-      };
-      reader.onerror = function () { status.textContent = "Could not read " + f.name + ". Still running " + model.name + "."; };
-      reader.readAsText(f);
-    });
+    C.lm.ownFile({ root: root, file: file, status: status, text: true, current: function () { return model; },
+      trial: function (text) {
+        var data;
+        try { data = JSON.parse(text); } catch (err) { throw new Error("it is not JSON text (a file from web_export.export_model is)"); }
+        var candidate = new Model(data);
+        return { model: candidate, st: prompt(candidate, s.word) }; /* a trial run before the swap: it must give numbers */
+      },
+      use: function (candidate, message) { use(candidate, "own", message); } });
 
     /* Swap in a model (already checked) and run it on the current word. */
     function use(next, which, message) {

@@ -177,7 +177,7 @@
   /* three decimals, a minus sign for a minus (no exponents: these are shares between 0 and 1) */
   function fixed(v) { return v.toFixed(3).replace(/-/g, "\u2212"); }
 
-  function argmax(row) { var b = 0; for (var i = 1; i < row.length; i++) if (row[i] > row[b]) b = i; return b; }
+  var argmax = C.argmax;
   function grid(values, side) { /* a row of N patch values -> side x side rows */
     var out = [];
     for (var r = 0; r < side; r++) out.push(Array.prototype.slice.call(values, r * side, (r + 1) * side));

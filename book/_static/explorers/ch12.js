@@ -1,8 +1,8 @@
 /* Chapter 12: the longer-trained character model (the shipped checkpoint) in the page, or the
  * reader's own.
  *
- * The same hand-written forward pass as chapter 10's explorer (ch10.js): token embedding +
- * learned positions + causal Transformer blocks + LayerNorm + head of
+ * The same hand-written forward pass as chapter 10's explorer (common.js's C.lm): token
+ * embedding + learned positions + causal Transformer blocks + LayerNorm + head of
  * attnlib.chapters.tiny_lm.TinyDecoderLM, one character at a time with a KV cache. The weights
  * come in the binary file of attnlib.chapters.web_export.export_char_model ("ATTNCHAR", a JSON
  * header, float32 little-endian), fetched only when the explorer opens; the arithmetic is
@@ -15,37 +15,6 @@
   var MAGIC = "ATTNCHAR";
   var FILE = "ch12-char-model.bin";
   var RUN_LENGTH = 100;
-
-  function positiveInt(c, key) {
-    if (!(Number.isInteger(c[key]) && c[key] > 0)) throw new Error("its config gives " + key + " = " + JSON.stringify(c[key]) + ", not a positive whole number");
-    return c[key];
-  }
-
-  /* The tensors a model of this config has, with their shapes (as ch10.js). */
-  function expectedTensors(c) {
-    var D = c.d_model, V = c.vocab_size, F = c.d_ff, out = {};
-    out["embed.weight"] = [V, D];
-    out["positions.weight"] = [c.max_len, D];
-    for (var l = 0; l < c.num_layers; l++) {
-      var pre = "blocks." + l + ".";
-      ["q_proj", "k_proj", "v_proj", "out_proj"].forEach(function (n) {
-        out[pre + "attn." + n + ".weight"] = [D, D];
-        out[pre + "attn." + n + ".bias"] = [D];
-      });
-      if (c.feed_forward) {
-        out[pre + "linear1.weight"] = [F, D]; out[pre + "linear1.bias"] = [F];
-        out[pre + "linear2.weight"] = [D, F]; out[pre + "linear2.bias"] = [D];
-      }
-      if (c.layer_norm) {
-        out[pre + "norm1.weight"] = [D]; out[pre + "norm1.bias"] = [D];
-        if (c.feed_forward) { out[pre + "norm2.weight"] = [D]; out[pre + "norm2.bias"] = [D]; }
-      }
-    }
-    if (c.final_norm) { out["norm.weight"] = [D]; out["norm.bias"] = [D]; }
-    out["head.weight"] = [V, D];
-    out["head.bias"] = [V];
-    return out;
-  }
 
   /* A model from the bytes of an exported file, checked against its own config before anything
    * runs: anything the page cannot run is an Error that says so in words. */
@@ -67,11 +36,7 @@
     if (!header || header.format !== "attnlib-char-lm") throw new Error("its header is not that of web_export.export_char_model");
     if (header.version !== 1) throw new Error("it has file version " + header.version + "; this page reads version 1");
     var c = header.config;
-    if (!c || typeof c !== "object") throw new Error("it has no config");
-    ["d_model", "num_heads", "num_layers", "max_len", "vocab_size"].forEach(function (k) { positiveInt(c, k); });
-    if (c.d_model % c.num_heads) throw new Error("its config splits d_model = " + c.d_model + " into " + c.num_heads + " heads, which does not divide");
-    if (c.feed_forward) positiveInt(c, "d_ff");
-    if (c.layer_norm && !(c.layer_norm_eps > 0)) throw new Error("its config has no LayerNorm eps");
+    C.lm.checkConfig(c);
     var chars = header.vocabulary && header.vocabulary.chars;
     if (!Array.isArray(chars) || chars.length !== c.vocab_size)
       throw new Error("its vocabulary has " + (Array.isArray(chars) ? chars.length : "no") + " characters but its config needs " + c.vocab_size);
@@ -85,21 +50,12 @@
     if ((size - start) % 4) throw new Error("its weights end in the middle of a float32 value: the file is cut short or has bytes added");
     var count = (size - start) / 4, listed = {};
     (Array.isArray(header.tensors) ? header.tensors : []).forEach(function (t) { if (t && t.name) listed[t.name] = t; });
-    var want = expectedTensors(c), t = {};
-    Object.keys(want).forEach(function (k) {
-      var got = listed[k];
-      if (!got) throw new Error("it has no tensor " + k + ", which its config needs");
-      if (JSON.stringify(got.shape) !== JSON.stringify(want[k]))
-        throw new Error("tensor " + k + " has shape " + JSON.stringify(got.shape) + " but its config needs " + JSON.stringify(want[k]));
-      var len = want[k].reduce(function (a, b) { return a * b; }, 1);
+    var t = C.lm.read(c, function (k) { return listed[k]; }, function (k, got, len) {
       if (!(Number.isInteger(got.offset) && got.offset >= 0 && got.offset + len <= count))
         throw new Error("tensor " + k + " lies past the end of the file (it holds " + count + " numbers): the file is cut short");
       var values = new Float32Array(len);
-      for (var j = 0; j < len; j++) {
-        values[j] = view.getFloat32(start + 4 * (got.offset + j), true);
-        if (!isFinite(values[j])) throw new Error("tensor " + k + " holds a NaN or infinite value");
-      }
-      t[k] = { shape: want[k], data: values };
+      for (var j = 0; j < len; j++) values[j] = view.getFloat32(start + 4 * (got.offset + j), true);
+      return values;
     });
     this.name = typeof header.name === "string" && header.name ? header.name : "a model";
     this.c = c;
@@ -108,72 +64,20 @@
     this.t = t;
     this.params = Number.isInteger(header.parameters) ? header.parameters : 0;
   }
-  Model.prototype.linear = function (name, x) { /* torch's Linear: W (out, in), y = W x + b */
-    var W = this.t[name + ".weight"], b = this.t[name + ".bias"], n = W.shape[1], rows = W.shape[0], out = new Array(rows), w = W.data;
-    for (var o = 0; o < rows; o++) {
-      var s = b ? b.data[o] : 0, off = o * n;
-      for (var i = 0; i < n; i++) s += w[off + i] * x[i];
-      out[o] = s;
-    }
-    return out;
-  };
-  Model.prototype.norm = function (name, x) {
-    if (!this.t[name + ".weight"]) return x;
-    var n = x.length, mean = 0, v = 0, eps = this.c.layer_norm_eps, g = this.t[name + ".weight"].data, b = this.t[name + ".bias"].data;
-    for (var i = 0; i < n; i++) mean += x[i];
-    mean /= n;
-    for (var j = 0; j < n; j++) v += (x[j] - mean) * (x[j] - mean);
-    v /= n;
-    var r = 1 / Math.sqrt(v + eps);
-    return x.map(function (xi, k) { return (xi - mean) * r * g[k] + b[k]; });
-  };
+  /* A fresh decoding state: one KV cache per layer; the logits of the newest token and, per
+   * layer, every head's weights over the cache for it. */
   Model.prototype.start = function () {
-    var caches = [];
-    for (var l = 0; l < this.c.num_layers; l++) caches.push({ k: [], v: [] });
-    return { tokens: [], caches: caches, logits: null, attention: caches.map(function () { return null; }) };
+    var st = C.lm.start(this.c);
+    st.logits = null;
+    st.attention = st.caches.map(function () { return null; });
+    return st;
   };
-  /* Feed one token at the next position: append to the caches; the state keeps its logits and,
-   * per layer, every head's weights over the cache for this query. */
+  /* Feed one token at the next position (common.js's C.lm.step): append to the caches; the state
+   * keeps its logits and, per layer, every head's weights over the cache for this query. */
   Model.prototype.feed = function (st, token) {
-    var c = this.c, D = c.d_model, H = c.num_heads, hd = D / H, p = st.tokens.length, scale = Math.sqrt(hd);
-    if (p >= c.max_len) throw new Error("the model has positions 0.." + (c.max_len - 1) + " only");
-    var E = this.t["embed.weight"].data, P = this.t["positions.weight"].data, x = new Array(D);
-    for (var i = 0; i < D; i++) x[i] = E[token * D + i] + P[p * D + i];
-    for (var l = 0; l < c.num_layers; l++) {
-      var pre = "blocks." + l + ".", cache = st.caches[l];
-      var y = c.norm_first ? this.norm(pre + "norm1", x) : x;
-      var q = this.linear(pre + "attn.q_proj", y), k = this.linear(pre + "attn.k_proj", y), v = this.linear(pre + "attn.v_proj", y);
-      cache.k.push(k); cache.v.push(v);
-      var heads = [], concat = new Array(D).fill(0);
-      for (var h = 0; h < H; h++) {
-        var scores = new Array(cache.k.length);
-        for (var j = 0; j < cache.k.length; j++) {
-          var s = 0, key = cache.k[j];
-          for (var d = 0; d < hd; d++) s += q[h * hd + d] * key[h * hd + d];
-          scores[j] = s / scale;
-        }
-        var w = C.softmax(scores);
-        heads.push(w);
-        for (var d2 = 0; d2 < hd; d2++) {
-          var s2 = 0;
-          for (var j2 = 0; j2 < w.length; j2++) s2 += w[j2] * cache.v[j2][h * hd + d2];
-          concat[h * hd + d2] = s2;
-        }
-      }
-      st.attention[l] = heads; /* [head][key] for the newest query */
-      var a = this.linear(pre + "attn.out_proj", concat);
-      x = c.residual ? x.map(function (xi, m) { return xi + a[m]; }) : a;
-      if (!c.norm_first) x = this.norm(pre + "norm1", x);
-      if (c.feed_forward) {
-        var y2 = c.norm_first ? this.norm(pre + "norm2", x) : x;
-        var hdn = this.linear(pre + "linear1", y2).map(function (u) { return u > 0 ? u : 0; });
-        var f = this.linear(pre + "linear2", hdn);
-        x = c.residual ? x.map(function (xi, m) { return xi + f[m]; }) : f;
-        if (!c.norm_first) x = this.norm(pre + "norm2", x);
-      }
-    }
-    st.logits = this.linear("head", c.final_norm ? this.norm("norm", x) : x);
-    st.tokens.push(token);
+    var out = C.lm.step(this.c, this.t, st, token);
+    st.attention = out.attention; /* [layer][head][key] for the newest query */
+    st.logits = out.logits;
     return st.logits;
   };
   /* The ids of a text, or an Error naming the characters the model does not have. */
@@ -193,7 +97,7 @@
     if (ch === "\n") return "\u21b5";
     return ch;
   }
-  function argmax(row) { var b = 0; for (var i = 1; i < row.length; i++) if (row[i] > row[b]) b = i; return b; }
+  var argmax = C.argmax;
 
   /* attnlib.chapters.char_lm.top_k_logits then softmax(logits / T): the k largest logits (ties with
    * the k-th kept), the others get probability 0. */
@@ -295,29 +199,12 @@
       });
     }
 
-    file.addEventListener("change", function () {
-      var f = file.files && file.files[0];
-      if (!f) return;
-      stop();
-      var reader = new FileReader();
-      reader.onload = function () {
-        var candidate, st;
-        try {
-          candidate = new Model(reader.result);
-          st = prompt(candidate, s.prompt); /* a trial run before the swap: it must give numbers */
-        } catch (err) {
-          status.textContent = "Could not load " + f.name + ": " + err.message + ". Still running " + model.name + ".";
-          root.dataset.loadError = err.message;
-          file.value = "";
-          return;
-        }
-        delete root.dataset.loadError;
-        use(candidate, "own", "Loaded " + f.name + ": " + candidate.name + ", " + candidate.params + " parameters. ", st);
-        file.value = "";
-      };
-      reader.onerror = function () { status.textContent = "Could not read " + f.name + ". Still running " + model.name + "."; };
-      reader.readAsArrayBuffer(f);
-    });
+    C.lm.ownFile({ root: root, file: file, status: status, before: stop, current: function () { return model; },
+      trial: function (buffer) {
+        var candidate = new Model(buffer);
+        return { model: candidate, st: prompt(candidate, s.prompt) }; /* a trial run before the swap: it must give numbers */
+      },
+      use: function (candidate, message, st) { use(candidate, "own", message, st); } });
 
     /* A model run on a prompt: its decoding state, or an Error in words. */
     function prompt(m, text) {
