@@ -64,6 +64,6 @@ __all__ = [
     "run_case",
     "to_arrays",
 ]
-# Kept importable for the grader (coursetools.grade.verdict imports them from here): the
+# Kept importable for the grader (coursetools.grade.grading.verdict imports them from here): the
 # very objects of the modules above, not part of the learner's interface.
 _INTERNALS = (FORBIDDEN_MISCONCEPTION, wrap_feedback)

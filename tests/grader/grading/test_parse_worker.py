@@ -48,7 +48,7 @@ def _worker_command(patch: str) -> list[str]:
     code = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from coursetools.grade import parse_worker, submission\n"
+        "from coursetools.grade.grading import parse_worker, submission\n"
         f"{patch}\n"
         "sys.exit(parse_worker.main())\n"
     )
