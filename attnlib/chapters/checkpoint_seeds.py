@@ -146,8 +146,10 @@ def spread_table(record: dict, log: dict | None = None) -> list[dict]:
 
     Each row: ``seed``, ``step``, ``previous`` and ``recency`` (the best previous-character head
     and its recency baseline), ``induction`` and ``uniform`` (the best induction score and an
-    even spread's), ``gap`` (first-half loss minus second-half loss, the copy's) and
-    ``fresh_gap`` (the same on sequences whose second half is fresh).
+    even spread's), ``gap`` (first-half loss minus second-half loss, the copy's),
+    ``fresh_gap`` (the same on sequences whose second half is fresh) and ``margin``: the gap
+    minus the fresh gap, both from the same run (for seed 0, the record's rerun, whose float
+    path may differ from the log's).
     """
     log = checkpoint.load_log() if log is None else log
     by_seed = {int(k): v for k, v in record["seeds"].items()}
@@ -171,6 +173,9 @@ def spread_table(record: dict, log: dict | None = None) -> list[dict]:
                     "uniform": heads["induction_uniform"],
                     "gap": heads["first"] - heads["second"],
                     "fresh_gap": None if own is None else own["fresh"]["first"] - own["fresh"]["second"],
+                    "margin": None
+                    if own is None
+                    else (own["first"] - own["second"]) - (own["fresh"]["first"] - own["fresh"]["second"]),
                 }
             )
     return rows
@@ -190,8 +195,8 @@ def induction_head(row: dict) -> bool:
 
 
 def copies(row: dict) -> bool:
-    """The copied halves' gap exceeds the fresh halves' by more than :data:`COPY_GAIN`."""
-    return row["gap"] - row["fresh_gap"] > COPY_GAIN
+    """The copied halves' gap exceeds the fresh halves' by more than :data:`COPY_GAIN` (``margin``)."""
+    return row["margin"] > COPY_GAIN
 
 
 def claims(rows: list[dict]) -> dict:
@@ -204,7 +209,7 @@ def claims(rows: list[dict]) -> dict:
     out: dict = {"seeds": seeds}
     for name, test in (("previous", previous_head), ("induction", induction_head), ("copy", copies)):
         for step in POINTS[1:]:
-            measured = [at[s, step] for s in seeds if name != "copy" or at[s, step]["fresh_gap"] is not None]
+            measured = [at[s, step] for s in seeds if name != "copy" or at[s, step]["margin"] is not None]
             out[name, step] = (sum(test(r) for r in measured), len(measured))
     rises = [
         at[s, 500]["previous"] - at[s, 250]["previous"] > at[s, 250]["previous"] - at[s, 0]["previous"]

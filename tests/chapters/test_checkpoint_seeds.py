@@ -123,15 +123,17 @@ def test_the_modules_first_step_is_the_shipped_runs(log):
 
 
 def test_seed_zeros_rerun_repeats_the_shipped_log(record, log):
-    """The record's seed 0 is the shipped run again: its first 20 losses and its heads at steps
-    0, 250 and 500 are the log's (bit for bit when the record and the log share a float path)."""
+    """The record's seed 0 is the shipped run again. On the log's float path its first 20 losses
+    and its heads at steps 0, 250 and 500 are the log's bit for bit. On another path (another
+    thread count rounds each product otherwise) the first 20 losses agree to 1e-4 and step 0,
+    the seed's initial model, to 1e-4; later steps drift apart and are not compared."""
     if "0" not in record["seeds"]:
         pytest.skip("the record has no rerun of seed 0")
     entry = record["seeds"]["0"]
     same = _same_path(record["float_path"], log["float_path"])
-    tol = 0 if same else 1e-3
+    tol = 0 if same else OTHER_PATH_TOL
     assert entry["first_losses"] == pytest.approx(log["first_losses"], abs=tol)
-    for point in entry["points"]:
+    for point in entry["points"] if same else entry["points"][:1]:
         shipped = next(h for h in log["heads"] if h["step"] == point["step"])
         for key in ("first", "second", "induction_uniform"):
             assert point[key] == pytest.approx(shipped[key], abs=tol), (point["step"], key)
@@ -161,8 +163,8 @@ def test_what_the_page_counts_holds_on_the_record(record, log):
             len(seeds),
         )
         with_control = [s for s in seeds if s in controls]
-        copied = [
-            (heads[s][step]["first"] - heads[s][step]["second"])
+        copied = [  # the copy's gap and its control from the same run (seed 0: the rerun)
+            (controls[s][step]["first"] - controls[s][step]["second"])
             - (controls[s][step]["fresh"]["first"] - controls[s][step]["fresh"]["second"])
             > 0.1
             for s in with_control
@@ -190,6 +192,7 @@ def test_the_counts_tell_a_passing_seed_from_a_failing_one():
             "uniform": 0.01,
             "gap": gap,
             "fresh_gap": fresh_gap,
+            "margin": None if fresh_gap is None else gap - fresh_gap,
         }
 
     rows = [row(s, 0, 0.03) for s in (0, 1)]
