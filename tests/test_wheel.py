@@ -118,6 +118,10 @@ def test_the_wheel_holds_chapter_12s_checkpoint_with_its_hash(wheel):
     log = json.loads(wheel.read("attnlib/chapters/data/char_checkpoint.json"))
     weights = wheel.read("attnlib/chapters/data/char_checkpoint.pt")
     assert hashlib.sha256(weights).hexdigest() == log["weights_sha256"]
+    # and the record of its recipe from four more seeds, which the page's table reads
+    seeds = json.loads(wheel.read("attnlib/chapters/data/char_checkpoint_seeds.json"))
+    on_disk = json.loads((ROOT / "attnlib" / "chapters" / "data" / "char_checkpoint_seeds.json").read_text())
+    assert seeds == on_disk, "the wheel's seeds record differs from the checkout's"
 
 
 def test_the_wheel_requires_only_what_attnlib_imports(wheel):
