@@ -288,7 +288,7 @@ def _grader_verdicts(exercise, func):
 
 
 def _bank(folder: str, module: str) -> dict:
-    sys.path[:0] = [str(HERE.parents[1] / "chapters"), str(HERE.parents[1] / "chapters" / folder)]
+    sys.path[:0] = [str(HERE.parents[1] / "checks"), str(HERE.parents[1] / "checks" / folder)]
     try:
         mod = __import__(module)
         return {f.__name__: f for f in vars(mod).values() if callable(f) and hasattr(f, "__code__")}
