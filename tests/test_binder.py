@@ -120,6 +120,20 @@ def run(cmd, log: list[str], **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
+# a download from a reachable index that stalls under load (pip's "Read timed out" with
+# PIP_RETRIES=0): the network's fault, not the requirements'; the install is tried once more
+NETWORK_STALL = re.compile(r"Read timed out|ReadTimeoutError|Connection reset by peer")
+
+
+def pip_install(python: Path, args: list[str], log: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``python -m pip install *args``, once more with retries if a download stalled."""
+    proc = run([str(python), "-m", "pip", "install", *args], log, **kwargs)
+    if proc.returncode != 0 and NETWORK_STALL.search(proc.stdout + proc.stderr):
+        env = {**kwargs.pop("env", os.environ), "PIP_RETRIES": "3", "PIP_TIMEOUT": "30"}
+        proc = run([str(python), "-m", "pip", "install", *args], log, env=env, **kwargs)
+    return proc
+
+
 def fresh_venv(where: Path, log: list[str]) -> tuple[Path, dict[str, str]]:
     """A new virtualenv at ``where`` (no site packages of this one); return its python and an env."""
     proc = run([sys.executable, "-m", "venv", str(where)], log, timeout=300)
@@ -165,11 +179,11 @@ def test_binder_environment_runs_every_chapter_and_exercise(tmp_path):
     repo = copy_working_tree(tmp_path / "repo")
     python, env = fresh_venv(tmp_path / "binder-env", log)
     start = time.perf_counter()
-    proc = run([str(python), "-m", "pip", "install", "-r", "binder/requirements.txt"], log, cwd=repo, env=env)
+    proc = pip_install(python, ["-r", "binder/requirements.txt"], log, cwd=repo, env=env)
     assert proc.returncode == 0, "pip install -r binder/requirements.txt failed:\n" + log[-1]
     pins = requirement_pins()
     base = [pins["ipykernel"], pins["nbclient"]]  # repo2docker's base environment has a kernel
-    proc = run([str(python), "-m", "pip", "install", *base], log, cwd=repo, env=env)
+    proc = pip_install(python, base, log, cwd=repo, env=env)
     assert proc.returncode == 0, log[-1]
     proc = run(["bash", "binder/postBuild"], log, cwd=repo, env=env)
     assert proc.returncode == 0, "binder/postBuild failed:\n" + log[-1]
@@ -256,7 +270,7 @@ def test_colab_setup_cell_installs_what_is_missing_and_every_notebook_runs(tmp_p
         pins[name]
         for name in ("torch", "numpy", "matplotlib", "scipy", "scikit-learn", "ipykernel", "nbclient")
     ]
-    proc = run([str(python), "-m", "pip", "install", *colab, "packaging"], log, env=env)
+    proc = pip_install(python, [*colab, "packaging"], log, env=env)
     assert proc.returncode == 0, log[-1]
     before = installed(python, env)
     assert "attnlib" not in before
@@ -404,7 +418,7 @@ def test_a_notebook_downloaded_from_a_site_without_repository_installs_the_sites
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         pins = requirement_pins()
         colab = [pins[name] for name in ("torch", "numpy", "pyyaml", "matplotlib", "ipykernel", "nbclient")]
-        proc = run([str(python), "-m", "pip", "install", *colab], log, env=env)
+        proc = pip_install(python, colab, log, env=env)
         assert proc.returncode == 0, log[-1]
         before = installed(python, env)
         assert "attnlib" not in before
