@@ -9,10 +9,10 @@ thread count), within a stated tolerance elsewhere.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import pytest
 import torch
+from helpers_threads import threads
 
 from attnlib.chapters import checkpoint
 from attnlib.chapters.char_lm import corpus, estimate_loss
@@ -28,16 +28,6 @@ TARGET = 1.55  # nats per character on the held-out windows (issue 45)
 @pytest.fixture(scope="module")
 def log():
     return checkpoint.load_log()
-
-
-@contextmanager
-def threads(n):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _tolerance(log) -> float:

@@ -11,10 +11,10 @@ seeds holds on the record, counted here from the raw numbers.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import pytest
 import torch
+from helpers_threads import threads
 
 from attnlib.chapters import checkpoint, checkpoint_seeds
 
@@ -30,16 +30,6 @@ def record():
 @pytest.fixture(scope="module")
 def log():
     return checkpoint.load_log()
-
-
-@contextmanager
-def threads(n):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _same_path(a: dict, b: dict) -> bool:
